@@ -1,0 +1,321 @@
+-- Support functions shared by every area: errors, input readers, canonical JSON and digests,
+-- identifiers, time formatting and the catalog publication lock.
+--
+-- None of these is granted to a runtime role: they run only inside the SECURITY DEFINER entry
+-- points of the other files, as the owner.
+
+-- Errors ---------------------------------------------------------------------------------------
+-- Every refusal is raised with one SQLSTATE per problem code (class "AR", "AIP registry"), a
+-- human message, and a JSON DETAIL carrying the problem's extension members. src/registry/errors.ts
+-- maps them to HTTP in one place. Raising aborts the statement, so nothing partial can commit.
+CREATE FUNCTION aip_sqlstate(p_code text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE p_code
+    WHEN 'invalid' THEN 'AR400'
+    WHEN 'forbidden' THEN 'AR403'
+    WHEN 'not-found' THEN 'AR404'
+    WHEN 'binding-unavailable' THEN 'AR4B4'
+    WHEN 'conflict' THEN 'AR409'
+    WHEN 'stale-cursor' THEN 'AR4S9'
+    WHEN 'fence-lost' THEN 'AR4F9'
+    WHEN 'admission' THEN 'AR422'
+    WHEN 'capacity-exceeded' THEN 'AR429'
+    WHEN 'replica-unavailable' THEN 'AR503'
+    ELSE 'AR500'
+  END
+$$;
+
+CREATE FUNCTION aip_fail(p_code text, p_message text, p_detail jsonb DEFAULT '{}'::jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING
+    ERRCODE = aip_sqlstate(p_code),
+    MESSAGE = p_message,
+    DETAIL = coalesce(p_detail, '{}'::jsonb)::text;
+END
+$$;
+
+-- Input readers ----------------------------------------------------------------------------------
+-- The HTTP layer validates shapes with zod first; these repeat the rules the database must be
+-- able to rely on whoever calls it, and name the offending field.
+CREATE FUNCTION aip_invalid_field(p_field text, p_message text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM aip_fail('invalid', p_field || ' ' || p_message,
+    jsonb_build_object('errors', jsonb_build_array(jsonb_build_object('field', p_field, 'message', p_message))));
+END
+$$;
+
+-- A non-empty (after trim) string of at most p_max_bytes bytes; NULL when absent and optional.
+CREATE FUNCTION aip_read_text(p_record jsonb, p_field text, p_required boolean DEFAULT true, p_max_bytes integer DEFAULT 256)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v jsonb := p_record -> p_field;
+  s text;
+BEGIN
+  IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
+    IF p_required THEN PERFORM aip_invalid_field(p_field, 'is required'); END IF;
+    RETURN NULL;
+  END IF;
+  IF jsonb_typeof(v) <> 'string' THEN
+    PERFORM aip_invalid_field(p_field, 'must be a string');
+  END IF;
+  s := v #>> '{}';
+  IF btrim(s) = '' THEN
+    PERFORM aip_invalid_field(p_field, 'must be non-empty');
+  END IF;
+  IF octet_length(s) > p_max_bytes THEN
+    PERFORM aip_invalid_field(p_field, 'must be at most ' || p_max_bytes || ' bytes');
+  END IF;
+  RETURN s;
+END
+$$;
+
+CREATE FUNCTION aip_read_int(p_record jsonb, p_field text, p_min bigint, p_max bigint, p_required boolean DEFAULT true)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v jsonb := p_record -> p_field;
+  n numeric;
+BEGIN
+  IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
+    IF p_required THEN PERFORM aip_invalid_field(p_field, 'is required'); END IF;
+    RETURN NULL;
+  END IF;
+  IF jsonb_typeof(v) <> 'number' THEN
+    PERFORM aip_invalid_field(p_field, 'must be an integer');
+  END IF;
+  n := (v #>> '{}')::numeric;
+  IF n <> trunc(n) OR n < p_min OR n > p_max THEN
+    PERFORM aip_invalid_field(p_field, 'must be an integer in [' || p_min || ', ' || p_max || ']');
+  END IF;
+  RETURN n::bigint;
+END
+$$;
+
+CREATE FUNCTION aip_read_bool(p_record jsonb, p_field text, p_default boolean DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v jsonb := p_record -> p_field;
+BEGIN
+  IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
+    IF p_default IS NULL THEN PERFORM aip_invalid_field(p_field, 'is required'); END IF;
+    RETURN p_default;
+  END IF;
+  IF jsonb_typeof(v) <> 'boolean' THEN
+    PERFORM aip_invalid_field(p_field, 'must be a boolean');
+  END IF;
+  RETURN v::text::boolean;
+END
+$$;
+
+CREATE FUNCTION aip_read_enum(p_record jsonb, p_field text, p_allowed text[], p_default text DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v jsonb := p_record -> p_field;
+BEGIN
+  IF v IS NULL OR jsonb_typeof(v) = 'null' THEN
+    IF p_default IS NULL THEN PERFORM aip_invalid_field(p_field, 'is required'); END IF;
+    RETURN p_default;
+  END IF;
+  IF jsonb_typeof(v) <> 'string' OR NOT (v #>> '{}') = ANY (p_allowed) THEN
+    PERFORM aip_invalid_field(p_field, 'must be one of ' || array_to_string(p_allowed, ', '));
+  END IF;
+  RETURN v #>> '{}';
+END
+$$;
+
+-- Topology labels: 1 to 128 ASCII letters, digits, dots, dashes or underscores.
+CREATE FUNCTION aip_check_label(p_field text, p_value text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF p_value IS NOT NULL AND p_value !~ '^[A-Za-z0-9._-]{1,128}$' THEN
+    PERFORM aip_invalid_field(p_field, 'must contain 1 to 128 ASCII letters, digits, dots, dashes or underscores');
+  END IF;
+  RETURN p_value;
+END
+$$;
+
+CREATE FUNCTION aip_check_digest(p_field text, p_value text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF p_value IS NOT NULL AND p_value !~ '^sha256:[0-9a-f]{64}$' THEN
+    PERFORM aip_invalid_field(p_field, 'must be sha256: followed by 64 lowercase hex digits');
+  END IF;
+  RETURN p_value;
+END
+$$;
+
+-- Canonical JSON (RFC 8785, JCS) and digests ----------------------------------------------------
+-- Digests are computed here, not by the caller, so that what the registry pins is what it
+-- verified. test/unit/canonical-json.test.ts checks this against a JavaScript JCS implementation.
+
+-- ECMAScript Number-to-String of the IEEE double nearest to p (JCS section 3.2.2.3). PostgreSQL's
+-- float8 output is already the shortest round-trip digit string (Ryu); only its layout differs.
+CREATE FUNCTION aip_jcs_number(p numeric) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT
+SET extra_float_digits = 1 AS $$
+DECLARE
+  d float8;
+  s text;
+  neg boolean;
+  mantissa text;
+  exponent integer := 0;
+  int_part text;
+  frac_part text;
+  digits text;
+  k integer;
+  n integer;
+  lead integer;
+  body text;
+BEGIN
+  BEGIN
+    d := p::float8;
+  EXCEPTION WHEN numeric_value_out_of_range THEN
+    PERFORM aip_invalid_field('json', 'contains a number outside the IEEE 754 double range');
+  END;
+  IF d = 0 THEN RETURN '0'; END IF;
+  s := d::text;
+  neg := left(s, 1) = '-';
+  IF neg THEN s := substr(s, 2); END IF;
+  IF position('e' IN s) > 0 THEN
+    mantissa := split_part(s, 'e', 1);
+    exponent := split_part(s, 'e', 2)::integer;
+  ELSE
+    mantissa := s;
+  END IF;
+  int_part := split_part(mantissa, '.', 1);
+  frac_part := split_part(mantissa, '.', 2);
+  digits := int_part || frac_part;
+  n := length(int_part) + exponent;
+  lead := length(digits) - length(ltrim(digits, '0'));
+  digits := ltrim(digits, '0');
+  n := n - lead;
+  digits := rtrim(digits, '0');
+  k := length(digits);
+  IF k <= n AND n <= 21 THEN
+    body := digits || repeat('0', n - k);
+  ELSIF 0 < n AND n <= 21 THEN
+    body := left(digits, n) || '.' || substr(digits, n + 1);
+  ELSIF -6 < n AND n <= 0 THEN
+    body := '0.' || repeat('0', -n) || digits;
+  ELSE
+    body := left(digits, 1)
+      || CASE WHEN k > 1 THEN '.' || substr(digits, 2) ELSE '' END
+      || 'e' || CASE WHEN n - 1 >= 0 THEN '+' ELSE '-' END || abs(n - 1)::text;
+  END IF;
+  RETURN CASE WHEN neg THEN '-' ELSE '' END || body;
+END
+$$;
+
+-- Sort key for object members in UTF-16 code unit order, as JCS requires. It is only needed when
+-- a key holds characters at or above U+E000, where UTF-16 and code point order disagree.
+CREATE FUNCTION aip_jcs_utf16_key(p text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+DECLARE
+  cp integer;
+  out text := '';
+  ch text;
+BEGIN
+  FOREACH ch IN ARRAY regexp_split_to_array(p, '') LOOP
+    cp := ascii(ch);
+    IF cp < 65536 THEN
+      out := out || lpad(to_hex(cp), 4, '0');
+    ELSE
+      cp := cp - 65536;
+      out := out || to_hex(55296 + (cp >> 10)) || to_hex(56320 + (cp & 1023));
+    END IF;
+  END LOOP;
+  RETURN out;
+END
+$$;
+
+CREATE FUNCTION aip_canonical_json(p jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+DECLARE
+  high boolean;
+BEGIN
+  CASE jsonb_typeof(p)
+    WHEN 'object' THEN
+      SELECT bool_or(k ~ '[\uE000-\U0010FFFF]') INTO high FROM jsonb_object_keys(p) AS k;
+      RETURN '{' || coalesce((
+        SELECT string_agg(to_json(e.key)::text || ':' || aip_canonical_json(e.value), ','
+                          ORDER BY CASE WHEN high THEN aip_jcs_utf16_key(e.key) ELSE e.key END COLLATE "C")
+        FROM jsonb_each(p) AS e), '') || '}';
+    WHEN 'array' THEN
+      RETURN '[' || coalesce((
+        SELECT string_agg(aip_canonical_json(e.value), ',' ORDER BY e.ordinality)
+        FROM jsonb_array_elements(p) WITH ORDINALITY AS e), '') || ']';
+    WHEN 'string' THEN
+      -- PostgreSQL escapes exactly what JCS escapes: quote, backslash, \b \f \n \r \t, and other
+      -- control characters as lowercase \u00xx.
+      RETURN to_json(p #>> '{}')::text;
+    WHEN 'number' THEN
+      RETURN aip_jcs_number((p #>> '{}')::numeric);
+    ELSE
+      RETURN p::text;
+  END CASE;
+END
+$$;
+
+CREATE FUNCTION aip_sha256(p_text text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT 'sha256:' || encode(sha256(convert_to(p_text, 'UTF8')), 'hex')
+$$;
+
+-- Identifiers and time -------------------------------------------------------------------------
+-- UUIDv7 in simple form (32 lowercase hex digits): time-ordered, so fence tokens sort by creation.
+CREATE FUNCTION aip_uuid7_simple() RETURNS text
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  r text := replace(gen_random_uuid()::text, '-', '');
+BEGIN
+  RETURN lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
+    || '7' || substr(r, 14, 3) || substr(r, 17, 16);
+END
+$$;
+
+-- The registry's one clock, truncated to the millisecond precision of every stored time.
+CREATE FUNCTION aip_now() RETURNS timestamptz
+LANGUAGE sql VOLATILE AS $$
+  SELECT date_trunc('milliseconds', clock_timestamp())
+$$;
+
+-- RFC 3339 UTC with milliseconds; NULL for the "never" sentinel (-infinity).
+CREATE FUNCTION aip_time(p timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN p IS NULL OR NOT isfinite(p) THEN NULL
+              ELSE to_char(p AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END
+$$;
+
+-- Catalog publication lock -----------------------------------------------------------------------
+-- One database-scoped advisory lock: publishers take it exclusively, catalog readers and new
+-- route decisions share it while they read the revision, so every read sees one publication.
+-- The key (hashtext(current_database()), 'AIPC') is the reference implementation's, so both
+-- can share a database.
+CREATE FUNCTION aip_catalog_revision_shared() RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(hashtext(current_database()), 1095323715);
+  SELECT revision INTO v FROM aip_catalog_revision WHERE singleton;
+  RETURN v;
+END
+$$;
+
+CREATE FUNCTION aip_catalog_revision_exclusive() RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  v bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext(current_database()), 1095323715);
+  SELECT revision INTO v FROM aip_catalog_revision WHERE singleton FOR UPDATE;
+  RETURN v;
+END
+$$;
+
+-- Per-action serialization for resolve and settle; the same single-bigint key as the reference.
+CREATE FUNCTION aip_lock_action(p_action_id text) RETURNS void
+LANGUAGE sql VOLATILE AS $$
+  SELECT pg_advisory_xact_lock(hashtextextended(p_action_id, 0))
+$$;

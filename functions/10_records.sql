@@ -1,0 +1,99 @@
+-- Wire shapes of the registry's records, built in one place so that every reader, the
+-- publication results and the settlement fence check agree on them byte for byte.
+-- They return json (not jsonb) to keep the members in the documented order.
+
+CREATE FUNCTION aip_connector_type_json(t aip_connector_types) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'id', t.type_id, 'name', t.name, 'owner', t.owner, 'enabled', t.enabled,
+    'created_at', aip_time(t.created_at), 'updated_at', aip_time(t.updated_at))
+$$;
+
+CREATE FUNCTION aip_version_json(v aip_connector_versions) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'id', v.version_id, 'connector_type_id', v.type_id, 'version', v.version, 'status', v.status,
+    'manifest_digest', v.manifest_digest, 'manifest', v.manifest, 'attestation', v.attestation,
+    'supply_chain_qualified', v.supply_chain_qualified,
+    'capabilities', coalesce((
+      SELECT json_agg(json_build_object('id', d.capability_id, 'contract_digest', d.contract_digest,
+                                        'schema_digest', d.schema_digest) ORDER BY d.capability_id)
+      FROM aip_version_capabilities vc JOIN aip_capability_definitions d USING (capability_id)
+      WHERE vc.version_id = v.version_id), '[]'::json),
+    'profiles', coalesce((
+      SELECT json_agg(vp.profile_id ORDER BY vp.profile_id)
+      FROM aip_version_profiles vp WHERE vp.version_id = v.version_id), '[]'::json),
+    'admitted_at', aip_time(v.admitted_at), 'updated_at', aip_time(v.updated_at))
+$$;
+
+CREATE FUNCTION aip_instance_json(i aip_connector_instances) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'id', i.instance_id, 'connector_type_id', i.type_id, 'version_id', i.version_id,
+    'tenant_id', i.tenant_id, 'config_revision', i.config_revision,
+    'secret_provider_ref', i.secret_provider_ref, 'status', i.status,
+    'created_at', aip_time(i.created_at), 'updated_at', aip_time(i.updated_at))
+$$;
+
+CREATE FUNCTION aip_binding_json(b aip_capability_bindings) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'tenant_id', b.tenant_id, 'capability_id', b.capability_id, 'instance_id', b.instance_id,
+    'priority', b.priority, 'policy_revision', b.policy_revision,
+    'credential_revision_ref', b.credential_revision_ref, 'quota_policy_ref', b.quota_policy_ref,
+    'enabled', b.enabled, 'created_at', aip_time(b.created_at), 'updated_at', aip_time(b.updated_at))
+$$;
+
+CREATE FUNCTION aip_admission_policy_json(p aip_admission_policies) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'policy_ref', p.policy_ref, 'revision', p.revision, 'enabled', p.enabled,
+    'max_global_in_flight', p.max_global_in_flight,
+    'max_tenant_in_flight', p.max_tenant_in_flight,
+    'max_connector_type_in_flight', p.max_connector_type_in_flight,
+    'max_instance_in_flight', p.max_instance_in_flight,
+    'max_binding_in_flight', p.max_binding_in_flight,
+    'max_tenant_retry_in_flight', p.max_tenant_retry_in_flight,
+    'circuit_failure_threshold', p.circuit_failure_threshold,
+    'circuit_open_ms', p.circuit_open_ms,
+    'created_at', aip_time(p.created_at), 'updated_at', aip_time(p.updated_at))
+$$;
+
+CREATE FUNCTION aip_replica_json(r aip_connector_replicas) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'id', r.replica_id, 'instance_id', r.instance_id, 'version_id', r.version_id,
+    'endpoint', r.endpoint, 'peer_principal_id', r.peer_principal_id,
+    'peer_principal_kind', r.peer_principal_kind, 'peer_did', r.peer_did,
+    'trust_domain', r.trust_domain, 'transport_profile', r.transport_profile,
+    'topology', json_build_object('region', r.region, 'zone', r.zone, 'capacity_class', r.capacity_class),
+    'capacity', r.capacity, 'status', r.status, 'lease_expires_at', aip_time(r.lease_expires_at),
+    'active_assignments', r.active_assignments, 'health_revision', r.health_revision,
+    'circuit', json_build_object('consecutive_failures', r.consecutive_failures,
+                                 'open_until', aip_time(r.circuit_open_until)),
+    'created_at', aip_time(r.created_at), 'updated_at', aip_time(r.updated_at))
+$$;
+
+-- A catalog entry: {capability, contract_digest, schema_digest}.
+CREATE FUNCTION aip_definition_json(d aip_capability_definitions) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object('capability', d.capability, 'contract_digest', d.contract_digest,
+                           'schema_digest', d.schema_digest)
+$$;
+
+-- The pinned RouteAssignment. Settlement compares the caller's copy with this, so it must be a
+-- pure function of the immutable columns.
+CREATE FUNCTION aip_assignment_json(a aip_route_assignments) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
+    'action_id', a.action_id, 'capability_id', a.capability_id, 'tenant_id', a.tenant_id,
+    'instance_id', a.instance_id, 'version_id', a.version_id, 'manifest_digest', a.manifest_digest,
+    'replica_id', a.replica_id, 'endpoint', a.endpoint,
+    'peer_principal_id', a.peer_principal_id, 'peer_principal_kind', a.peer_principal_kind,
+    'peer_did', a.peer_did, 'trust_domain', a.trust_domain, 'transport_profile', a.transport_profile,
+    'topology', json_build_object('region', a.region, 'zone', a.zone, 'capacity_class', a.capacity_class),
+    'catalog_revision', a.catalog_revision, 'binding_policy_revision', a.binding_policy_revision,
+    'credential_revision_ref', a.credential_revision_ref, 'quota_policy_ref', a.quota_policy_ref,
+    'replica_health_revision', a.replica_health_revision, 'fence_token', a.fence_token,
+    'admission', a.admission, 'assigned_at', aip_time(a.assigned_at))
+$$;

@@ -1,0 +1,623 @@
+-- Catalog publication: one batch of changes applied atomically under the exclusive catalog
+-- publication lock. Each aip_pub_* function applies one change record and returns its outcome
+-- ('created' | 'updated' | 'unchanged'); aip_publish runs a batch and advances the catalog
+-- revision once if anything but replica provisioning changed.
+--
+-- The "Know what may change" rules of the specification live here:
+--   connector type      id, name, owner fixed                  enabled mutable
+--   connector version   everything fixed                       status: admitted <-> active, any -> revoked, never back from revoked
+--   capability          id, contract and schema digest fixed   a conflicting contract under the same id is refused
+--   connector instance  id, type, tenant fixed                 the rest only with a newer config_revision; a rollout may not drop a bound capability
+--   capability binding  (tenant, capability, instance) fixed   the rest only with a newer policy_revision
+--   admission policy    policy_ref fixed                       the rest only with a newer revision
+--   connector replica   identity, endpoint, topology fixed     capacity (operator), status/lease/health (hosts, replicas.sql)
+
+-- Connector types ---------------------------------------------------------------------------------
+CREATE FUNCTION aip_pub_put_connector_type(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := aip_read_text(p, 'id');
+  v_name text := aip_read_text(p, 'name', true, 512);
+  v_owner text := aip_read_text(p, 'owner', true, 512);
+  v_enabled boolean := aip_read_bool(p, 'enabled', true);
+  t aip_connector_types;
+BEGIN
+  SELECT * INTO t FROM aip_connector_types WHERE type_id = v_id FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO aip_connector_types (type_id, name, owner, enabled) VALUES (v_id, v_name, v_owner, v_enabled);
+    RETURN 'created';
+  END IF;
+  IF t.name <> v_name OR t.owner <> v_owner THEN
+    PERFORM aip_fail('conflict', format('connector type `%s` already exists with another name or owner', v_id),
+                     jsonb_build_object('connector_type_id', v_id));
+  END IF;
+  IF p ? 'enabled' AND t.enabled <> v_enabled THEN
+    UPDATE aip_connector_types SET enabled = v_enabled, updated_at = now() WHERE type_id = v_id;
+    RETURN 'updated';
+  END IF;
+  RETURN 'unchanged';
+END
+$$;
+
+CREATE FUNCTION aip_pub_set_connector_type_enabled(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := aip_read_text(p, 'id');
+  v_enabled boolean := aip_read_bool(p, 'enabled');
+  t aip_connector_types;
+BEGIN
+  SELECT * INTO t FROM aip_connector_types WHERE type_id = v_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector type `%s` was not found', v_id), jsonb_build_object('connector_type_id', v_id));
+  END IF;
+  IF t.enabled = v_enabled THEN RETURN 'unchanged'; END IF;
+  UPDATE aip_connector_types SET enabled = v_enabled, updated_at = now() WHERE type_id = v_id;
+  RETURN 'updated';
+END
+$$;
+
+-- Connector versions ------------------------------------------------------------------------------
+CREATE FUNCTION aip_version_transition(v aip_connector_versions, p_status text) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF v.status = p_status THEN RETURN 'unchanged'; END IF;
+  IF p_status = 'candidate' THEN
+    PERFORM aip_invalid_field('status', 'cannot return an admitted version to candidate');
+  END IF;
+  IF v.status = 'revoked' THEN
+    PERFORM aip_fail('conflict', format('revoked connector version `%s` cannot be reactivated', v.version_id),
+                     jsonb_build_object('version_id', v.version_id));
+  END IF;
+  IF p_status = 'active' AND NOT v.supply_chain_qualified THEN
+    PERFORM aip_fail('admission', format('connector version `%s` is not supply-chain qualified', v.version_id),
+                     jsonb_build_object('version_id', v.version_id));
+  END IF;
+  UPDATE aip_connector_versions SET status = p_status, updated_at = now() WHERE version_id = v.version_id;
+  RETURN 'updated';
+END
+$$;
+
+CREATE FUNCTION aip_pub_set_version_status(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := aip_read_text(p, 'id');
+  v_status text := aip_read_enum(p, 'status', ARRAY['candidate', 'admitted', 'active', 'revoked']);
+  v aip_connector_versions;
+BEGIN
+  SELECT * INTO v FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector version `%s` was not found', v_id), jsonb_build_object('version_id', v_id));
+  END IF;
+  RETURN aip_version_transition(v, v_status);
+END
+$$;
+
+-- Supply-chain evidence: every digest well-formed, every check passed, AIP 1.0 supported.
+-- Returns the artifact digest.
+CREATE FUNCTION aip_check_attestation(a jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_field text;
+  v_status text;
+  v_versions jsonb;
+BEGIN
+  IF a IS NULL OR jsonb_typeof(a) <> 'object' THEN
+    PERFORM aip_invalid_field('attestation', 'must be an object');
+  END IF;
+  FOREACH v_field IN ARRAY ARRAY['artifact_digest', 'sbom_digest', 'provenance_digest'] LOOP
+    PERFORM aip_check_digest('attestation.' || v_field, aip_read_text(a, v_field, true, 71));
+  END LOOP;
+  FOREACH v_field IN ARRAY ARRAY['signature_ref', 'signer_identity', 'owner'] LOOP
+    PERFORM aip_read_text(a, v_field, true, 512);
+  END LOOP;
+  v_versions := a -> 'supported_aip_versions';
+  IF v_versions IS NULL OR jsonb_typeof(v_versions) <> 'array' THEN
+    PERFORM aip_invalid_field('attestation.supported_aip_versions', 'must be an array of strings');
+  END IF;
+  IF NOT v_versions @> '["1.0"]'::jsonb THEN
+    PERFORM aip_fail('admission', 'artifact does not declare compatibility with AIP 1.0',
+                     jsonb_build_object('field', 'attestation.supported_aip_versions'));
+  END IF;
+  FOREACH v_field IN ARRAY ARRAY['conformance_status', 'vulnerability_policy_status', 'license_policy_status', 'revocation_status'] LOOP
+    v_status := aip_read_enum(a, v_field, ARRAY['not_evaluated', 'passed', 'failed']);
+    IF v_status <> 'passed' THEN
+      PERFORM aip_fail('admission', format('%s evidence did not pass admission (%s)', v_field, v_status),
+                       jsonb_build_object('field', 'attestation.' || v_field, 'status', v_status));
+    END IF;
+  END LOOP;
+  RETURN a ->> 'artifact_digest';
+END
+$$;
+
+CREATE FUNCTION aip_pub_admit_version(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  c_max_capabilities constant integer := 512;
+  c_max_manifest_bytes constant integer := 4194304;
+  c_max_definition_bytes constant integer := 262144;
+  v_id text := aip_read_text(p, 'id');
+  v_type_id text := aip_read_text(p, 'connector_type_id');
+  v_version text := aip_read_text(p, 'version', true, 128);
+  v_status text := aip_read_enum(p, 'status', ARRAY['candidate', 'admitted', 'active', 'revoked'], 'admitted');
+  v_manifest jsonb := p -> 'manifest';
+  v_manifest_digest text := aip_check_digest('manifest_digest', aip_read_text(p, 'manifest_digest', true, 71));
+  v_attestation jsonb := p -> 'attestation';
+  v_artifact_digest text;
+  v_caps jsonb;
+  v_profiles jsonb;
+  v_canonical text;
+  v_cap jsonb;
+  v_cap_id text;
+  v_defs jsonb := '[]'::jsonb;
+  v_contract_digest text;
+  v_schema_digest text;
+  v_def_bytes integer;
+  v_type aip_connector_types;
+  v_existing aip_connector_versions;
+  v_other text;
+  v_def jsonb;
+BEGIN
+  IF v_status = 'candidate' THEN
+    PERFORM aip_fail('admission', 'candidate versions cannot be installed as admitted records',
+                     jsonb_build_object('field', 'status'));
+  END IF;
+  IF v_manifest IS NULL OR jsonb_typeof(v_manifest) <> 'object' THEN
+    PERFORM aip_invalid_field('manifest', 'must be an object');
+  END IF;
+  v_caps := v_manifest -> 'capabilities';
+  IF v_caps IS NULL OR jsonb_typeof(v_caps) <> 'array' THEN
+    PERFORM aip_invalid_field('manifest.capabilities', 'must be an array');
+  END IF;
+  v_profiles := coalesce(v_manifest -> 'profiles', '[]'::jsonb);
+  IF jsonb_typeof(v_profiles) <> 'array'
+     OR EXISTS (SELECT 1 FROM jsonb_array_elements(v_profiles) e
+                WHERE jsonb_typeof(e) <> 'string' OR btrim(e #>> '{}') = '' OR octet_length(e #>> '{}') > 256) THEN
+    PERFORM aip_invalid_field('manifest.profiles', 'must be an array of non-empty strings of at most 256 bytes');
+  END IF;
+  v_artifact_digest := aip_check_attestation(v_attestation);
+
+  IF jsonb_array_length(v_caps) > c_max_capabilities THEN
+    PERFORM aip_fail('admission', format('manifest contains %s capabilities; limit is %s', jsonb_array_length(v_caps), c_max_capabilities),
+                     jsonb_build_object('field', 'manifest.capabilities'));
+  END IF;
+  v_canonical := aip_canonical_json(v_manifest);
+  IF octet_length(v_canonical) > c_max_manifest_bytes THEN
+    PERFORM aip_fail('admission', format('canonical manifest is %s bytes; limit is %s', octet_length(v_canonical), c_max_manifest_bytes),
+                     jsonb_build_object('field', 'manifest'));
+  END IF;
+  IF aip_sha256(v_canonical) <> v_manifest_digest THEN
+    PERFORM aip_fail('admission', 'declared manifest digest does not match canonical manifest',
+                     jsonb_build_object('field', 'manifest_digest', 'computed', aip_sha256(v_canonical)));
+  END IF;
+
+  -- Capability definitions with their digests, in manifest order.
+  FOR v_cap IN SELECT e FROM jsonb_array_elements(v_caps) e LOOP
+    IF jsonb_typeof(v_cap) <> 'object' THEN
+      PERFORM aip_invalid_field('manifest.capabilities', 'must contain objects');
+    END IF;
+    v_cap_id := aip_read_text(v_cap, 'id');
+    PERFORM aip_read_text(v_cap, 'name', true, 1024);
+    IF jsonb_typeof(v_cap -> 'input_schema') IS DISTINCT FROM 'object' THEN
+      PERFORM aip_invalid_field('manifest.capabilities[' || v_cap_id || '].input_schema', 'must be an object');
+    END IF;
+    IF v_cap ? 'output_schema' AND jsonb_typeof(v_cap -> 'output_schema') NOT IN ('object', 'null') THEN
+      PERFORM aip_invalid_field('manifest.capabilities[' || v_cap_id || '].output_schema', 'must be an object');
+    END IF;
+    IF v_cap ? 'description' AND jsonb_typeof(v_cap -> 'description') NOT IN ('string', 'null') THEN
+      PERFORM aip_invalid_field('manifest.capabilities[' || v_cap_id || '].description', 'must be a string');
+    END IF;
+    IF v_defs @> jsonb_build_array(jsonb_build_object('id', v_cap_id)) THEN
+      PERFORM aip_invalid_field('manifest.capabilities', format('lists capability `%s` twice', v_cap_id));
+    END IF;
+    v_contract_digest := aip_sha256(aip_canonical_json(v_cap));
+    v_schema_digest := aip_sha256(aip_canonical_json(jsonb_build_object(
+      'input', v_cap -> 'input_schema', 'output', coalesce(v_cap -> 'output_schema', 'null'::jsonb))));
+    v_def_bytes := octet_length(aip_canonical_json(jsonb_build_object(
+      'capability', v_cap, 'contract_digest', v_contract_digest, 'schema_digest', v_schema_digest)));
+    IF v_def_bytes > c_max_definition_bytes THEN
+      PERFORM aip_fail('admission', format('capability `%s` is %s bytes; limit is %s', v_cap_id, v_def_bytes, c_max_definition_bytes),
+                       jsonb_build_object('capability_id', v_cap_id));
+    END IF;
+    v_defs := v_defs || jsonb_build_array(jsonb_build_object(
+      'id', v_cap_id, 'capability', v_cap, 'contract_digest', v_contract_digest,
+      'schema_digest', v_schema_digest, 'bytes', v_def_bytes));
+  END LOOP;
+
+  -- State checks, under the publication lock.
+  SELECT * INTO v_type FROM aip_connector_types WHERE type_id = v_type_id;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector type `%s` was not found', v_type_id), jsonb_build_object('connector_type_id', v_type_id));
+  END IF;
+  IF NOT v_type.enabled THEN
+    PERFORM aip_fail('admission', format('connector type `%s` is disabled', v_type_id), jsonb_build_object('connector_type_id', v_type_id));
+  END IF;
+  IF v_attestation ->> 'owner' <> v_type.owner THEN
+    PERFORM aip_fail('admission', format('artifact owner `%s` does not match connector type owner `%s`', v_attestation ->> 'owner', v_type.owner),
+                     jsonb_build_object('field', 'attestation.owner'));
+  END IF;
+
+  SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
+  IF FOUND THEN
+    IF v_existing.type_id <> v_type_id OR v_existing.version <> v_version OR v_existing.manifest <> v_manifest
+       OR v_existing.manifest_digest <> v_manifest_digest OR v_existing.attestation <> v_attestation THEN
+      PERFORM aip_fail('conflict', format('connector version `%s` is immutable', v_id), jsonb_build_object('version_id', v_id));
+    END IF;
+    -- The same admitted content: the record's status is the only thing a re-put may move.
+    RETURN aip_version_transition(v_existing, v_status);
+  END IF;
+
+  SELECT version_id INTO v_other FROM aip_connector_versions WHERE artifact_digest = v_artifact_digest;
+  IF FOUND THEN
+    PERFORM aip_fail('conflict', format('artifact digest is already admitted as connector version `%s`', v_other),
+                     jsonb_build_object('version_id', v_other));
+  END IF;
+  SELECT version_id INTO v_other FROM aip_connector_versions WHERE type_id = v_type_id AND version = v_version;
+  IF FOUND THEN
+    PERFORM aip_fail('conflict', format('connector type `%s` already has version `%s` as `%s`', v_type_id, v_version, v_other),
+                     jsonb_build_object('version_id', v_other));
+  END IF;
+  SELECT d.capability_id INTO v_other
+  FROM jsonb_array_elements(v_defs) e
+  JOIN aip_capability_definitions d ON d.capability_id = e ->> 'id'
+  WHERE d.contract_digest <> e ->> 'contract_digest' OR d.capability <> e -> 'capability'
+  LIMIT 1;
+  IF FOUND THEN
+    PERFORM aip_fail('conflict', format('capability `%s` has another admitted contract digest', v_other),
+                     jsonb_build_object('capability_id', v_other));
+  END IF;
+
+  INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest,
+                                      manifest, attestation, supply_chain_qualified)
+  VALUES (v_id, v_type_id, v_version, v_status, v_artifact_digest, v_manifest_digest, v_manifest, v_attestation, true);
+  FOR v_def IN SELECT e FROM jsonb_array_elements(v_defs) e LOOP
+    INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
+    VALUES (v_def ->> 'id', v_def ->> 'contract_digest', v_def ->> 'schema_digest', v_def -> 'capability',
+            (v_def ->> 'bytes')::integer,
+            lower(concat_ws(' ', v_def ->> 'id', v_def #>> '{capability,name}', v_def #>> '{capability,description}')))
+    ON CONFLICT (capability_id) DO NOTHING;
+    INSERT INTO aip_version_capabilities (version_id, capability_id) VALUES (v_id, v_def ->> 'id');
+  END LOOP;
+  INSERT INTO aip_version_profiles (version_id, profile_id)
+  SELECT DISTINCT v_id, e #>> '{}' FROM jsonb_array_elements(v_profiles) e;
+  RETURN 'created';
+END
+$$;
+
+-- Connector instances -----------------------------------------------------------------------------
+CREATE FUNCTION aip_pub_put_instance(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := aip_read_text(p, 'id');
+  v_type_id text := aip_read_text(p, 'connector_type_id');
+  v_version_id text := aip_read_text(p, 'version_id');
+  v_tenant_id text := aip_read_text(p, 'tenant_id');
+  v_config_revision bigint := aip_read_int(p, 'config_revision', 0, 9007199254740991);
+  v_secret_ref text := aip_read_text(p, 'secret_provider_ref', true, 1024);
+  v_status text := aip_read_enum(p, 'status', ARRAY['enabled', 'disabled'], 'enabled');
+  v_version aip_connector_versions;
+  i aip_connector_instances;
+  v_missing text;
+BEGIN
+  PERFORM 1 FROM aip_connector_types WHERE type_id = v_type_id;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector type `%s` was not found', v_type_id), jsonb_build_object('connector_type_id', v_type_id));
+  END IF;
+  SELECT * INTO v_version FROM aip_connector_versions WHERE version_id = v_version_id;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector version `%s` was not found', v_version_id), jsonb_build_object('version_id', v_version_id));
+  END IF;
+  IF v_version.type_id <> v_type_id THEN
+    PERFORM aip_invalid_field('version_id', format('belongs to connector type `%s`, not `%s`', v_version.type_id, v_type_id));
+  END IF;
+
+  SELECT * INTO i FROM aip_connector_instances WHERE instance_id = v_id FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO aip_connector_instances (instance_id, type_id, version_id, tenant_id, config_revision, secret_provider_ref, status)
+    VALUES (v_id, v_type_id, v_version_id, v_tenant_id, v_config_revision, v_secret_ref, v_status);
+    RETURN 'created';
+  END IF;
+  IF i.type_id <> v_type_id OR i.tenant_id <> v_tenant_id THEN
+    PERFORM aip_fail('conflict', format('connector instance `%s` cannot change type or tenant', v_id), jsonb_build_object('instance_id', v_id));
+  END IF;
+  IF (i.version_id, i.config_revision, i.secret_provider_ref, i.status)
+     = (v_version_id, v_config_revision, v_secret_ref, v_status) THEN
+    RETURN 'unchanged';
+  END IF;
+  IF v_config_revision <= i.config_revision THEN
+    PERFORM aip_fail('conflict', format('connector instance `%s` requires a newer config revision than %s', v_id, i.config_revision),
+                     jsonb_build_object('instance_id', v_id, 'current_config_revision', i.config_revision));
+  END IF;
+  IF v_version_id <> i.version_id THEN
+    SELECT b.capability_id INTO v_missing
+    FROM aip_capability_bindings b
+    WHERE b.instance_id = v_id AND b.enabled
+      AND NOT EXISTS (SELECT 1 FROM aip_version_capabilities vc WHERE vc.version_id = v_version_id AND vc.capability_id = b.capability_id)
+    ORDER BY b.capability_id LIMIT 1;
+    IF FOUND THEN
+      PERFORM aip_fail('conflict', format('instance rollout version `%s` does not implement bound capability `%s`', v_version_id, v_missing),
+                       jsonb_build_object('instance_id', v_id, 'capability_id', v_missing));
+    END IF;
+  END IF;
+  UPDATE aip_connector_instances
+  SET version_id = v_version_id, config_revision = v_config_revision, secret_provider_ref = v_secret_ref,
+      status = v_status, updated_at = now()
+  WHERE instance_id = v_id;
+  RETURN 'updated';
+END
+$$;
+
+-- Capability bindings -----------------------------------------------------------------------------
+CREATE FUNCTION aip_pub_put_binding(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_tenant_id text := aip_read_text(p, 'tenant_id');
+  v_capability_id text := aip_read_text(p, 'capability_id');
+  v_instance_id text := aip_read_text(p, 'instance_id');
+  v_priority integer := aip_read_int(p, 'priority', 0, 2147483647, false);
+  v_policy_revision bigint := aip_read_int(p, 'policy_revision', 0, 9007199254740991);
+  v_credential_ref text := aip_read_text(p, 'credential_revision_ref', false, 1024);
+  v_quota_ref text := aip_read_text(p, 'quota_policy_ref', false, 256);
+  v_enabled boolean := aip_read_bool(p, 'enabled', true);
+  v_instance aip_connector_instances;
+  b aip_capability_bindings;
+BEGIN
+  v_priority := coalesce(v_priority, 0);
+  PERFORM 1 FROM aip_capability_definitions WHERE capability_id = v_capability_id;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('capability `%s` was not found', v_capability_id), jsonb_build_object('capability_id', v_capability_id));
+  END IF;
+  SELECT * INTO v_instance FROM aip_connector_instances WHERE instance_id = v_instance_id;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector instance `%s` was not found', v_instance_id), jsonb_build_object('instance_id', v_instance_id));
+  END IF;
+  IF v_instance.tenant_id <> v_tenant_id THEN
+    PERFORM aip_invalid_field('tenant_id', 'does not own the connector instance');
+  END IF;
+  PERFORM 1 FROM aip_version_capabilities WHERE version_id = v_instance.version_id AND capability_id = v_capability_id;
+  IF NOT FOUND THEN
+    PERFORM aip_invalid_field('capability_id', format('is not implemented by the instance''s version `%s`', v_instance.version_id));
+  END IF;
+  IF v_quota_ref IS NOT NULL THEN
+    PERFORM 1 FROM aip_admission_policies WHERE policy_ref = v_quota_ref;
+    IF NOT FOUND THEN
+      PERFORM aip_fail('not-found', format('admission policy `%s` was not found', v_quota_ref), jsonb_build_object('policy_ref', v_quota_ref));
+    END IF;
+  END IF;
+
+  SELECT * INTO b FROM aip_capability_bindings
+  WHERE tenant_id = v_tenant_id AND capability_id = v_capability_id AND instance_id = v_instance_id FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO aip_capability_bindings (tenant_id, capability_id, instance_id, priority, policy_revision,
+                                         credential_revision_ref, quota_policy_ref, enabled)
+    VALUES (v_tenant_id, v_capability_id, v_instance_id, v_priority, v_policy_revision, v_credential_ref, v_quota_ref, v_enabled);
+    RETURN 'created';
+  END IF;
+  IF (b.priority, b.policy_revision, b.enabled) = (v_priority, v_policy_revision, v_enabled)
+     AND b.credential_revision_ref IS NOT DISTINCT FROM v_credential_ref
+     AND b.quota_policy_ref IS NOT DISTINCT FROM v_quota_ref THEN
+    RETURN 'unchanged';
+  END IF;
+  IF v_policy_revision <= b.policy_revision THEN
+    PERFORM aip_fail('conflict', format('binding for `%s` and `%s` requires a newer policy revision than %s', v_tenant_id, v_capability_id, b.policy_revision),
+                     jsonb_build_object('tenant_id', v_tenant_id, 'capability_id', v_capability_id, 'instance_id', v_instance_id,
+                                        'current_policy_revision', b.policy_revision));
+  END IF;
+  UPDATE aip_capability_bindings
+  SET priority = v_priority, policy_revision = v_policy_revision, credential_revision_ref = v_credential_ref,
+      quota_policy_ref = v_quota_ref, enabled = v_enabled, updated_at = now()
+  WHERE tenant_id = v_tenant_id AND capability_id = v_capability_id AND instance_id = v_instance_id;
+  RETURN 'updated';
+END
+$$;
+
+-- Admission policies ------------------------------------------------------------------------------
+CREATE FUNCTION aip_pub_put_admission_policy(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  c_max_limit constant bigint := 2147483647;
+  v_ref text := aip_read_text(p, 'policy_ref');
+  v_revision bigint := aip_read_int(p, 'revision', 1, 9007199254740991);
+  v_enabled boolean := aip_read_bool(p, 'enabled', true);
+  v_global integer := aip_read_int(p, 'max_global_in_flight', 1, c_max_limit, false);
+  v_tenant integer := aip_read_int(p, 'max_tenant_in_flight', 1, c_max_limit, false);
+  v_type integer := aip_read_int(p, 'max_connector_type_in_flight', 1, c_max_limit, false);
+  v_instance integer := aip_read_int(p, 'max_instance_in_flight', 1, c_max_limit, false);
+  v_binding integer := aip_read_int(p, 'max_binding_in_flight', 1, c_max_limit, false);
+  v_retry integer := aip_read_int(p, 'max_tenant_retry_in_flight', 1, c_max_limit, false);
+  v_threshold integer := coalesce(aip_read_int(p, 'circuit_failure_threshold', 1, c_max_limit, false), 5);
+  v_open_ms integer := coalesce(aip_read_int(p, 'circuit_open_ms', 100, 3600000, false), 30000);
+  o aip_admission_policies;
+BEGIN
+  SELECT * INTO o FROM aip_admission_policies WHERE policy_ref = v_ref FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO aip_admission_policies (policy_ref, revision, enabled, max_global_in_flight, max_tenant_in_flight,
+      max_connector_type_in_flight, max_instance_in_flight, max_binding_in_flight, max_tenant_retry_in_flight,
+      circuit_failure_threshold, circuit_open_ms)
+    VALUES (v_ref, v_revision, v_enabled, v_global, v_tenant, v_type, v_instance, v_binding, v_retry, v_threshold, v_open_ms);
+    RETURN 'created';
+  END IF;
+  IF o.revision = v_revision AND o.enabled = v_enabled
+     AND o.max_global_in_flight IS NOT DISTINCT FROM v_global
+     AND o.max_tenant_in_flight IS NOT DISTINCT FROM v_tenant
+     AND o.max_connector_type_in_flight IS NOT DISTINCT FROM v_type
+     AND o.max_instance_in_flight IS NOT DISTINCT FROM v_instance
+     AND o.max_binding_in_flight IS NOT DISTINCT FROM v_binding
+     AND o.max_tenant_retry_in_flight IS NOT DISTINCT FROM v_retry
+     AND o.circuit_failure_threshold = v_threshold AND o.circuit_open_ms = v_open_ms THEN
+    RETURN 'unchanged';
+  END IF;
+  IF v_revision <= o.revision THEN
+    PERFORM aip_fail('conflict', format('admission policy `%s` requires a newer revision than %s', v_ref, o.revision),
+                     jsonb_build_object('policy_ref', v_ref, 'current_revision', o.revision));
+  END IF;
+  UPDATE aip_admission_policies
+  SET revision = v_revision, enabled = v_enabled, max_global_in_flight = v_global, max_tenant_in_flight = v_tenant,
+      max_connector_type_in_flight = v_type, max_instance_in_flight = v_instance, max_binding_in_flight = v_binding,
+      max_tenant_retry_in_flight = v_retry, circuit_failure_threshold = v_threshold, circuit_open_ms = v_open_ms,
+      updated_at = now()
+  WHERE policy_ref = v_ref;
+  RETURN 'updated';
+END
+$$;
+
+-- Replica provisioning ------------------------------------------------------------------------------
+-- Operators provision host identities; hosts then register and heartbeat (replicas.sql). A new
+-- replica starts offline. Provisioning never advances the catalog revision.
+CREATE FUNCTION aip_pub_put_replica(p jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := aip_read_text(p, 'id');
+  v_instance_id text := aip_read_text(p, 'instance_id');
+  v_version_id text := aip_read_text(p, 'version_id');
+  v_endpoint text := aip_read_text(p, 'endpoint', true, 2048);
+  v_principal_id text := aip_read_text(p, 'peer_principal_id', true, 512);
+  v_principal_kind text := aip_read_text(p, 'peer_principal_kind', true, 128);
+  v_peer_did text := aip_read_text(p, 'peer_did', true, 1024);
+  v_trust_domain text := aip_read_text(p, 'trust_domain', true, 256);
+  v_transport text := aip_read_text(p, 'transport_profile', true, 256);
+  v_topology jsonb := coalesce(p -> 'topology', '{}'::jsonb);
+  v_region text;
+  v_zone text;
+  v_class text;
+  v_capacity integer := aip_read_int(p, 'capacity', 1, 1000000);
+  v_instance aip_connector_instances;
+  r aip_connector_replicas;
+BEGIN
+  IF jsonb_typeof(v_topology) <> 'object' THEN
+    PERFORM aip_invalid_field('topology', 'must be an object');
+  END IF;
+  v_region := aip_check_label('topology.region', coalesce(aip_read_text(v_topology, 'region', false), 'global'));
+  v_zone := aip_check_label('topology.zone', coalesce(aip_read_text(v_topology, 'zone', false), 'default'));
+  v_class := aip_check_label('topology.capacity_class', coalesce(aip_read_text(v_topology, 'capacity_class', false), 'standard'));
+  IF v_endpoint !~ '^https?://[A-Za-z0-9.:\[\]-]+(/[^[:space:]?#]*)?$' THEN
+    PERFORM aip_invalid_field('endpoint', 'must be an absolute http or https URL with a host and no credentials, query or fragment');
+  END IF;
+  SELECT * INTO v_instance FROM aip_connector_instances WHERE instance_id = v_instance_id;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector instance `%s` was not found', v_instance_id), jsonb_build_object('instance_id', v_instance_id));
+  END IF;
+
+  SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = v_id FOR UPDATE;
+  IF NOT FOUND THEN
+    IF v_instance.version_id <> v_version_id THEN
+      PERFORM aip_invalid_field('version_id', format('does not match the instance rollout version `%s`', v_instance.version_id));
+    END IF;
+    INSERT INTO aip_connector_replicas (replica_id, instance_id, version_id, endpoint, peer_principal_id, peer_principal_kind,
+      peer_did, trust_domain, transport_profile, region, zone, capacity_class, capacity)
+    VALUES (v_id, v_instance_id, v_version_id, v_endpoint, v_principal_id, v_principal_kind, v_peer_did, v_trust_domain,
+            v_transport, v_region, v_zone, v_class, v_capacity);
+    RETURN 'created';
+  END IF;
+  IF (r.instance_id, r.version_id, r.endpoint, r.peer_principal_id, r.peer_principal_kind, r.peer_did, r.trust_domain,
+      r.transport_profile, r.region, r.zone, r.capacity_class)
+     IS DISTINCT FROM (v_instance_id, v_version_id, v_endpoint, v_principal_id, v_principal_kind, v_peer_did, v_trust_domain,
+      v_transport, v_region, v_zone, v_class) THEN
+    PERFORM aip_fail('conflict', format('connector replica `%s` cannot change immutable identity, endpoint or topology', v_id),
+                     jsonb_build_object('replica_id', v_id));
+  END IF;
+  IF r.capacity = v_capacity THEN RETURN 'unchanged'; END IF;
+  IF v_capacity < r.active_assignments THEN
+    PERFORM aip_fail('conflict', format('connector replica `%s` has %s active assignments; capacity cannot drop below that', v_id, r.active_assignments),
+                     jsonb_build_object('replica_id', v_id, 'active_assignments', r.active_assignments));
+  END IF;
+  -- A capacity change is a health transition: it moves the sequence hosts fence on.
+  UPDATE aip_connector_replicas
+  SET capacity = v_capacity, health_revision = health_revision + 1, updated_at = now()
+  WHERE replica_id = v_id;
+  RETURN 'updated';
+END
+$$;
+
+-- The batch ---------------------------------------------------------------------------------------
+CREATE FUNCTION aip_pub_apply(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_op text;
+  v_outcome text;
+BEGIN
+  IF p IS NULL OR jsonb_typeof(p) <> 'object' THEN
+    PERFORM aip_invalid_field('changes', 'must contain objects');
+  END IF;
+  v_op := aip_read_enum(p, 'op', ARRAY['put_connector_type', 'set_connector_type_enabled', 'admit_version',
+    'set_version_status', 'put_instance', 'put_binding', 'put_admission_policy', 'put_replica']);
+  v_outcome := CASE v_op
+    WHEN 'put_connector_type' THEN aip_pub_put_connector_type(p)
+    WHEN 'set_connector_type_enabled' THEN aip_pub_set_connector_type_enabled(p)
+    WHEN 'admit_version' THEN aip_pub_admit_version(p)
+    WHEN 'set_version_status' THEN aip_pub_set_version_status(p)
+    WHEN 'put_instance' THEN aip_pub_put_instance(p)
+    WHEN 'put_binding' THEN aip_pub_put_binding(p)
+    WHEN 'put_admission_policy' THEN aip_pub_put_admission_policy(p)
+    WHEN 'put_replica' THEN aip_pub_put_replica(p)
+  END;
+  RETURN jsonb_strip_nulls(jsonb_build_object(
+    'op', v_op, 'outcome', v_outcome,
+    'id', CASE WHEN v_op IN ('put_binding', 'put_admission_policy') THEN NULL ELSE p ->> 'id' END,
+    'policy_ref', CASE WHEN v_op = 'put_admission_policy' THEN p ->> 'policy_ref' END,
+    'tenant_id', CASE WHEN v_op = 'put_binding' THEN p ->> 'tenant_id' END,
+    'capability_id', CASE WHEN v_op = 'put_binding' THEN p ->> 'capability_id' END,
+    'instance_id', CASE WHEN v_op = 'put_binding' THEN p ->> 'instance_id' END));
+END
+$$;
+
+-- Entry point (control role). Applies every change or none; a dry run applies them inside a
+-- subtransaction and rolls it back, reporting what would have happened.
+CREATE FUNCTION aip_publish(p_changes jsonb, p_dry_run boolean DEFAULT false) RETURNS json
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '5s' AS $$
+DECLARE
+  c_max_changes constant integer := 10000;
+  v_revision bigint;
+  v_results jsonb := '[]'::jsonb;
+  v_result jsonb;
+  v_change jsonb;
+  v_index integer := -1;
+  v_changed integer := 0;
+  v_catalog_changed boolean := false;
+  v_report jsonb;
+  v_state text;
+  v_message text;
+  v_detail text;
+BEGIN
+  IF p_changes IS NULL OR jsonb_typeof(p_changes) <> 'array' OR jsonb_array_length(p_changes) = 0 THEN
+    PERFORM aip_invalid_field('changes', 'must be a non-empty array');
+  END IF;
+  IF jsonb_array_length(p_changes) > c_max_changes THEN
+    PERFORM aip_invalid_field('changes', 'must contain at most ' || c_max_changes || ' changes');
+  END IF;
+  v_revision := aip_catalog_revision_exclusive();
+  BEGIN
+    FOR v_change IN SELECT e FROM jsonb_array_elements(p_changes) e LOOP
+      v_index := v_index + 1;
+      v_result := aip_pub_apply(v_change);
+      IF v_result ->> 'outcome' <> 'unchanged' THEN
+        v_changed := v_changed + 1;
+        v_catalog_changed := v_catalog_changed OR v_result ->> 'op' <> 'put_replica';
+      END IF;
+      v_results := v_results || jsonb_build_array(v_result);
+    END LOOP;
+    IF v_catalog_changed THEN
+      UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton
+      RETURNING revision INTO v_revision;
+    END IF;
+    v_report := jsonb_build_object('catalog_revision', v_revision, 'changed', v_changed, 'dry_run', p_dry_run, 'results', v_results);
+    IF p_dry_run THEN
+      RAISE EXCEPTION USING ERRCODE = 'ARDRY', MESSAGE = 'dry run', DETAIL = v_report::text;
+    END IF;
+  EXCEPTION
+    WHEN SQLSTATE 'ARDRY' THEN
+      GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+      RETURN v_detail::json;
+    WHEN OTHERS THEN
+      -- Name the failing change; everything before it is rolled back with the statement.
+      GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+      IF v_state LIKE 'AR%' THEN
+        v_report := coalesce(nullif(v_detail, '')::jsonb, '{}'::jsonb) || jsonb_build_object('change_index', v_index);
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = format('changes[%s]: %s', v_index, v_message), DETAIL = v_report::text;
+      END IF;
+      RAISE;
+  END;
+  RETURN v_report::json;
+END
+$$;

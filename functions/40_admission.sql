@@ -1,0 +1,140 @@
+-- Admission scopes: building a route's pinned admission snapshot and reserving / releasing the
+-- shared in-flight counters it names.
+--
+-- Lock order. Every transaction that touches counters locks its replica row(s) first and then
+-- the counters in ascending (scope rank, key) order: resolve, reacquire, settle, lease expiry and
+-- the offline transition all follow it, so no two of them can wait on each other in a cycle.
+-- Ranks follow the order in which limits are checked, so the first exhausted scope reported is
+-- also the first in precedence: global, tenant, connector_type, instance, binding, tenant_retry.
+
+CREATE FUNCTION aip_scope_rank(p_kind text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE p_kind
+    WHEN 'global' THEN 1 WHEN 'tenant' THEN 2 WHEN 'connector_type' THEN 3
+    WHEN 'instance' THEN 4 WHEN 'binding' THEN 5 WHEN 'tenant_retry' THEN 6 END
+$$;
+
+-- The policy used for a binding without quota_policy_ref: the reference's "fleet" preset. Global
+-- and connector-type counters stay off because each would serialize every tenant on one row.
+CREATE FUNCTION aip_default_admission_policy() RETURNS aip_admission_policies
+LANGUAGE sql STABLE AS $$
+  SELECT ROW(NULL, 1, true, NULL, 1000, NULL, 500, 250, 100, 5, 30000, now(), now())::aip_admission_policies
+$$;
+
+CREATE FUNCTION aip_binding_scope_key(p_tenant_id text, p_capability_id text, p_instance_id text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT aip_sha256(p_tenant_id || chr(31) || p_capability_id || chr(31) || p_instance_id)
+$$;
+
+-- {policy_ref, policy_revision, scopes: [{kind, key, limit}], retry_scope, circuit_failure_threshold,
+-- circuit_open_ms}: pinned into the route, so later policy edits only affect new actions.
+CREATE FUNCTION aip_admission_snapshot(
+  p aip_admission_policies, p_policy_ref text, p_tenant_id text, p_type_id text, p_instance_id text, p_binding_key text)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object(
+    'policy_ref', p_policy_ref,
+    'policy_revision', p.revision,
+    'scopes', coalesce((
+      SELECT jsonb_agg(jsonb_build_object('kind', s.kind, 'key', s.key, 'limit', s.lim) ORDER BY s.rank)
+      FROM (VALUES (1, 'global', 'fleet', p.max_global_in_flight),
+                   (2, 'tenant', p_tenant_id, p.max_tenant_in_flight),
+                   (3, 'connector_type', p_type_id, p.max_connector_type_in_flight),
+                   (4, 'instance', p_instance_id, p.max_instance_in_flight),
+                   (5, 'binding', p_binding_key, p.max_binding_in_flight)) AS s(rank, kind, key, lim)
+      WHERE s.lim IS NOT NULL), '[]'::jsonb),
+    'retry_scope', CASE WHEN p.max_tenant_retry_in_flight IS NOT NULL THEN
+      jsonb_build_object('kind', 'tenant_retry', 'key', p_tenant_id, 'limit', p.max_tenant_retry_in_flight) END,
+    'circuit_failure_threshold', p.circuit_failure_threshold,
+    'circuit_open_ms', p.circuit_open_ms)
+$$;
+
+-- Reserve one slot in each scope, in the given (rank) order. Returns NULL on success, or the first
+-- exhausted scope; the caller then raises, which rolls back every increment made here.
+CREATE FUNCTION aip_reserve_scopes(p_scopes jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  s jsonb;
+  v_limit integer;
+BEGIN
+  FOR s IN SELECT e FROM jsonb_array_elements(p_scopes) e LOOP
+    v_limit := (s ->> 'limit')::integer;
+    -- Counters exist after their first use, so the plain update is the common path.
+    UPDATE aip_admission_counters SET active = active + 1
+    WHERE scope_kind = s ->> 'kind' AND scope_key = s ->> 'key' AND active < v_limit;
+    IF NOT FOUND THEN
+      INSERT INTO aip_admission_counters AS c (scope_kind, scope_key, active)
+      VALUES (s ->> 'kind', s ->> 'key', 1)
+      ON CONFLICT (scope_kind, scope_key) DO UPDATE SET active = c.active + 1 WHERE c.active < v_limit;
+      IF NOT FOUND THEN
+        RETURN s;
+      END IF;
+    END IF;
+  END LOOP;
+  RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION aip_fail_capacity(p_scope jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM aip_fail('capacity-exceeded',
+    format('connector admission capacity is exhausted for scope `%s`', p_scope ->> 'kind'),
+    jsonb_build_object('scope', p_scope ->> 'kind', 'limit', (p_scope ->> 'limit')::integer, 'retry_after_ms', 100));
+END
+$$;
+
+-- Release the scopes held by any number of routes: one decrement per (kind, key), in lock order.
+-- A counter that would go below zero means the bookkeeping was corrupted: refuse (fence-lost)
+-- rather than hide it.
+CREATE FUNCTION aip_release_scopes(p_scopes jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  s record;
+BEGIN
+  FOR s IN
+    SELECT e ->> 'kind' AS kind, e ->> 'key' AS key, count(*)::integer AS n
+    FROM jsonb_array_elements(p_scopes) e
+    GROUP BY 1, 2
+    ORDER BY aip_scope_rank(e ->> 'kind'), e ->> 'key'
+  LOOP
+    UPDATE aip_admission_counters SET active = active - s.n
+    WHERE scope_kind = s.kind AND scope_key = s.key AND active >= s.n;
+    IF NOT FOUND THEN
+      PERFORM aip_fail('fence-lost', format('admission counter `%s` would go below zero', s.kind),
+                       jsonb_build_object('scope', s.kind));
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- Settle, as lease_expired, every reserved route of the given (already locked) replicas, skipping
+-- routes a concurrent settlement holds: that settlement releases them itself. Returns how many
+-- routes each replica released, so the caller can keep active_assignments exact.
+CREATE FUNCTION aip_release_replica_routes(p_replica_ids text[], p_now timestamptz)
+RETURNS TABLE (replica_id text, released integer) LANGUAGE plpgsql AS $$
+DECLARE
+  v_actions text[];
+  v_scopes jsonb;
+BEGIN
+  SELECT coalesce(array_agg(s.action_id), '{}') INTO v_actions
+  FROM (SELECT a.action_id FROM aip_route_assignments a
+        WHERE a.replica_id = ANY (p_replica_ids) AND a.reserved
+        ORDER BY a.action_id
+        FOR UPDATE SKIP LOCKED) s;
+  IF cardinality(v_actions) = 0 THEN
+    RETURN;
+  END IF;
+  SELECT coalesce(jsonb_agg(e), '[]'::jsonb) INTO v_scopes
+  FROM aip_route_assignments a, jsonb_array_elements(a.reservation_scopes) e
+  WHERE a.action_id = ANY (v_actions);
+  PERFORM aip_release_scopes(v_scopes);
+  RETURN QUERY
+  WITH settled AS (
+    UPDATE aip_route_assignments a
+    SET reserved = false, reservation_scopes = '[]'::jsonb, last_settlement = 'lease_expired',
+        settled_at = p_now, updated_at = p_now
+    WHERE a.action_id = ANY (v_actions)
+    RETURNING a.replica_id)
+  SELECT s.replica_id, count(*)::integer FROM settled s GROUP BY s.replica_id;
+END
+$$;

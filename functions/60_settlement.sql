@@ -1,0 +1,68 @@
+-- Settlement: release a route's reservation without deleting its evidence.
+--
+-- The caller presents the exact RouteAssignment it holds; any difference from the stored one
+-- (fence token, timestamps, admission snapshot, anything) is `fence-lost`. A reserved route is
+-- released once: every counter, the replica's active count, and the circuit update happen in
+-- this one statement. Settling an already released route is an idempotent no-op.
+
+-- Entry point (data role). Returns {action_id, released, last_settlement}.
+CREATE FUNCTION aip_settle_route(p_action_id text, p_tenant_id text, p_assignment jsonb, p_outcome text)
+RETURNS json
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
+DECLARE
+  a aip_route_assignments;
+  v_now timestamptz;
+  v_threshold integer;
+  v_open_ms integer;
+BEGIN
+  IF p_outcome IS NULL OR p_outcome NOT IN ('completed', 'outcome_unknown', 'cancelled', 'lease_expired') THEN
+    PERFORM aip_invalid_field('outcome', 'must be one of completed, outcome_unknown, cancelled, lease_expired');
+  END IF;
+  IF p_assignment IS NULL OR jsonb_typeof(p_assignment) <> 'object' THEN
+    PERFORM aip_invalid_field('assignment', 'must be the RouteAssignment object');
+  END IF;
+  PERFORM aip_lock_action(p_action_id);
+  SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id FOR UPDATE;
+  -- Another tenant's action is indistinguishable from a missing one.
+  IF NOT FOUND OR a.tenant_id <> p_tenant_id THEN
+    PERFORM aip_fail('not-found', format('route for action `%s` was not found', p_action_id),
+                     jsonb_build_object('action_id', p_action_id));
+  END IF;
+  IF aip_assignment_json(a)::jsonb <> p_assignment THEN
+    PERFORM aip_fail('fence-lost', 'route assignment fencing failed: the presented assignment differs from the pinned route',
+                     jsonb_build_object('action_id', p_action_id));
+  END IF;
+  IF NOT a.reserved THEN
+    RETURN json_build_object('action_id', a.action_id, 'released', false, 'last_settlement', a.last_settlement);
+  END IF;
+
+  v_now := aip_now();
+  v_threshold := coalesce((a.admission ->> 'circuit_failure_threshold')::integer, 0);
+  v_open_ms := coalesce((a.admission ->> 'circuit_open_ms')::integer, 0);
+  -- Lock order: replica, then counters (see admission.sql). The circuit uses the thresholds
+  -- pinned in the route, not the policy's current ones.
+  UPDATE aip_connector_replicas
+  SET active_assignments = greatest(active_assignments - 1, 0),
+      consecutive_failures = CASE
+        WHEN p_outcome = 'completed' THEN 0
+        WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 THEN consecutive_failures + 1
+        ELSE consecutive_failures END,
+      circuit_open_until = CASE
+        WHEN p_outcome = 'completed' THEN '-infinity'::timestamptz
+        WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 AND consecutive_failures + 1 >= v_threshold
+          THEN greatest(circuit_open_until, v_now + v_open_ms * interval '1 millisecond')
+        ELSE circuit_open_until END
+  WHERE replica_id = a.replica_id;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('fence-lost', format('replica `%s` of the pinned route is missing', a.replica_id),
+                     jsonb_build_object('action_id', p_action_id));
+  END IF;
+  PERFORM aip_release_scopes(a.reservation_scopes);
+  UPDATE aip_route_assignments
+  SET reserved = false, reservation_scopes = '[]'::jsonb, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
+  WHERE action_id = p_action_id;
+  RETURN json_build_object('action_id', a.action_id, 'released', true, 'last_settlement', p_outcome);
+END
+$$;

@@ -1,0 +1,107 @@
+-- Connector-host lifecycle: register, heartbeat, drain, offline.
+--
+-- Only replicas an operator provisioned may register. Every transition advances the replica's
+-- health revision (the "sequence" hosts fence on) and is fenced on the sequence the host last
+-- saw. Leases are measured on the database clock from a client-supplied duration. The last
+-- request and its answer are kept on the replica row: an exact replay of a request_id returns
+-- the same answer, a reuse with another payload is a conflict. None of this touches the catalog
+-- revision or its lock, so host churn never invalidates a catalog cursor.
+--
+--   register   offline or lease expired -> ready (a live replica only with its current sequence)
+--   heartbeat  ready | draining, lease live -> same status, lease extended
+--   drain      ready | draining, lease live -> draining, lease extended (pinned retries still served)
+--   offline    any -> offline, lease ends now; reserved routes are settled as lease_expired
+
+CREATE FUNCTION aip_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb) RETURNS json
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
+DECLARE
+  c_default_ttl_ms constant integer := 30000;
+  v_request jsonb := coalesce(p_request, '{}'::jsonb);
+  v_request_id text;
+  v_previous bigint;
+  v_ttl_ms integer;
+  v_normalized jsonb;
+  v_now timestamptz;
+  v_live boolean;
+  v_status text;
+  v_lease timestamptz;
+  v_released integer := 0;
+  v_response json;
+  r aip_connector_replicas;
+BEGIN
+  IF p_operation IS NULL OR p_operation NOT IN ('register', 'heartbeat', 'drain', 'offline') THEN
+    PERFORM aip_invalid_field('operation', 'must be one of register, heartbeat, drain, offline');
+  END IF;
+  IF jsonb_typeof(v_request) <> 'object' THEN
+    PERFORM aip_invalid_field('request', 'must be an object');
+  END IF;
+  v_request_id := aip_read_text(v_request, 'request_id', true, 256);
+  v_previous := aip_read_int(v_request, 'previous_sequence', 0, 9007199254740991, false);
+  v_ttl_ms := coalesce(aip_read_int(v_request, 'lease_ttl_ms', 1000, 300000, false), c_default_ttl_ms);
+  IF p_operation <> 'register' AND v_previous IS NULL THEN
+    PERFORM aip_invalid_field('previous_sequence', 'is required for ' || p_operation);
+  END IF;
+  v_normalized := jsonb_build_object('operation', p_operation, 'previous_sequence', v_previous,
+                                     'lease_ttl_ms', CASE WHEN p_operation = 'offline' THEN NULL ELSE v_ttl_ms END);
+
+  SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = p_replica_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector replica `%s` is not provisioned', p_replica_id),
+                     jsonb_build_object('replica_id', p_replica_id));
+  END IF;
+  IF r.last_request_id = v_request_id THEN
+    IF r.last_request = v_normalized THEN
+      RETURN r.last_response;
+    END IF;
+    PERFORM aip_fail('conflict', format('lifecycle request `%s` was already used with another payload', v_request_id),
+                     jsonb_build_object('replica_id', p_replica_id, 'request_id', v_request_id));
+  END IF;
+
+  v_now := aip_now();
+  v_live := r.status <> 'offline' AND r.lease_expires_at > v_now;
+  IF v_previous IS NOT NULL AND v_previous <> r.health_revision THEN
+    PERFORM aip_fail('conflict', format('replica `%s` transition lost its sequence fence: %s is not the current sequence', p_replica_id, v_previous),
+                     jsonb_build_object('replica_id', p_replica_id, 'sequence', r.health_revision));
+  END IF;
+
+  CASE p_operation
+    WHEN 'register' THEN
+      IF v_live AND v_previous IS NULL THEN
+        PERFORM aip_fail('conflict', format('replica `%s` is live: it can be taken over only after its lease expires or it goes offline', p_replica_id),
+                         jsonb_build_object('replica_id', p_replica_id, 'lease_expires_at', aip_time(r.lease_expires_at)));
+      END IF;
+      PERFORM 1
+      FROM aip_connector_instances i JOIN aip_connector_versions v ON v.version_id = i.version_id
+      WHERE i.instance_id = r.instance_id AND i.version_id = r.version_id AND v.status = 'active';
+      IF NOT FOUND THEN
+        PERFORM aip_fail('conflict', format('replica `%s` serves a version that is not the active rollout of its instance', p_replica_id),
+                         jsonb_build_object('replica_id', p_replica_id, 'version_id', r.version_id));
+      END IF;
+      v_status := 'ready';
+      v_lease := v_now + v_ttl_ms * interval '1 millisecond';
+    WHEN 'heartbeat', 'drain' THEN
+      IF NOT v_live THEN
+        PERFORM aip_fail('conflict', format('replica `%s` has no live lease: register again', p_replica_id),
+                         jsonb_build_object('replica_id', p_replica_id, 'status', r.status));
+      END IF;
+      v_status := CASE WHEN p_operation = 'drain' THEN 'draining' ELSE r.status END;
+      v_lease := v_now + v_ttl_ms * interval '1 millisecond';
+    ELSE -- offline
+      v_status := 'offline';
+      v_lease := least(r.lease_expires_at, v_now);
+      SELECT coalesce(sum(x.released), 0) INTO v_released FROM aip_release_replica_routes(ARRAY[p_replica_id], v_now) x;
+  END CASE;
+
+  v_response := json_build_object('replica_id', p_replica_id, 'status', v_status, 'sequence', r.health_revision + 1,
+                                  'lease_expires_at', aip_time(v_lease));
+  UPDATE aip_connector_replicas
+  SET status = v_status, lease_expires_at = v_lease, health_revision = health_revision + 1,
+      active_assignments = active_assignments - v_released,
+      last_request_id = v_request_id, last_request = v_normalized, last_response = v_response,
+      updated_at = v_now
+  WHERE replica_id = p_replica_id;
+  RETURN v_response;
+END
+$$;

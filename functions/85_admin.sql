@@ -1,0 +1,95 @@
+-- Administrative readers (control role) and the schema status probe (both roles).
+
+-- One record by kind and ID; NULL when it does not exist.
+CREATE FUNCTION aip_admin_get(p_kind text, p_id text) RETURNS json
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+  v json;
+BEGIN
+  CASE p_kind
+    WHEN 'connector_type' THEN SELECT aip_connector_type_json(t) INTO v FROM aip_connector_types t WHERE t.type_id = p_id;
+    WHEN 'version' THEN SELECT aip_version_json(x) INTO v FROM aip_connector_versions x WHERE x.version_id = p_id;
+    WHEN 'instance' THEN SELECT aip_instance_json(i) INTO v FROM aip_connector_instances i WHERE i.instance_id = p_id;
+    WHEN 'replica' THEN SELECT aip_replica_json(r) INTO v FROM aip_connector_replicas r WHERE r.replica_id = p_id;
+    WHEN 'admission_policy' THEN SELECT aip_admission_policy_json(p) INTO v FROM aip_admission_policies p WHERE p.policy_ref = p_id;
+    ELSE PERFORM aip_invalid_field('kind', 'must be one of connector_type, version, instance, replica, admission_policy');
+  END CASE;
+  RETURN v;
+END
+$$;
+
+-- A tenant's bindings in (capability, instance) order, keyset-paginated. The cursor is the JSON
+-- array [capability_id, instance_id] of the last binding returned.
+CREATE FUNCTION aip_admin_bindings(p_tenant_id text, p_cursor text, p_limit integer) RETURNS json
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+  v_limit integer := least(greatest(coalesce(p_limit, 100), 1), 1000);
+  v_after_capability text := '';
+  v_after_instance text := '';
+  v_cursor jsonb;
+  v_items json[] := '{}';
+  b aip_capability_bindings;
+  v_last aip_capability_bindings;
+  v_more boolean := false;
+BEGIN
+  IF nullif(btrim(p_tenant_id), '') IS NULL THEN
+    PERFORM aip_invalid_field('tenant_id', 'is required');
+  END IF;
+  IF p_cursor IS NOT NULL THEN
+    BEGIN
+      v_cursor := p_cursor::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+      v_cursor := NULL;
+    END;
+    IF jsonb_typeof(v_cursor) IS DISTINCT FROM 'array' OR jsonb_array_length(v_cursor) <> 2
+       OR jsonb_typeof(v_cursor -> 0) <> 'string' OR jsonb_typeof(v_cursor -> 1) <> 'string' THEN
+      PERFORM aip_invalid_field('cursor', 'is malformed');
+    END IF;
+    v_after_capability := v_cursor ->> 0;
+    v_after_instance := v_cursor ->> 1;
+  END IF;
+  FOR b IN
+    SELECT * FROM aip_capability_bindings x
+    WHERE x.tenant_id = p_tenant_id AND (x.capability_id, x.instance_id) > (v_after_capability, v_after_instance)
+    ORDER BY x.capability_id, x.instance_id
+    LIMIT v_limit + 1
+  LOOP
+    IF cardinality(v_items) = v_limit THEN
+      v_more := true;
+      EXIT;
+    END IF;
+    v_items := v_items || aip_binding_json(b);
+    v_last := b;
+  END LOOP;
+  RETURN json_build_object(
+    'tenant_id', p_tenant_id,
+    'bindings', array_to_json(v_items),
+    'next_cursor', CASE WHEN v_more THEN json_build_array(v_last.capability_id, v_last.instance_id)::text END);
+END
+$$;
+
+-- Digest of every installed aip_ function: signature, body, security and settings.
+CREATE FUNCTION aip_installed_functions_digest() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, public, pg_temp AS $$
+  SELECT encode(sha256(convert_to(coalesce(string_agg(
+           p.oid::regprocedure::text || '|' || p.prosecdef::text || '|' || coalesce(array_to_string(p.proconfig, ','), '')
+           || '|' || p.prosrc, E'\n' ORDER BY p.oid::regprocedure::text), ''), 'UTF8')), 'hex')
+  FROM pg_proc p
+  WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\_%'
+$$;
+
+-- Readiness: the installed schema version and whether the installed functions are exactly the
+-- ones the migration recorded (a hand edit of any function shows up as functions_intact = false).
+CREATE FUNCTION aip_schema_status() RETURNS json
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp AS $$
+  SELECT json_build_object(
+    'schema_version', (SELECT max(version) FROM aip_schema_migrations),
+    'functions_checksum', f.checksum,
+    'functions_intact', f.installed_digest = aip_installed_functions_digest(),
+    'catalog_revision', (SELECT revision FROM aip_catalog_revision WHERE singleton))
+  FROM aip_schema_functions f WHERE f.singleton
+$$;

@@ -1,0 +1,39 @@
+-- Who may call what. Runtime roles have no table privileges at all (migration 0001); they reach
+-- the tables only through these SECURITY DEFINER entry points, which run as the owner.
+--   aip_registry_control: publication and administrative reads
+--   aip_registry_data:    catalog reads, routing, settlement, replica lifecycle, lease expiry,
+--                         fleet status
+-- Everything else (the helpers above) is callable by the owner only.
+
+DO $$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+           WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\_%' LOOP
+    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END
+$$;
+
+GRANT EXECUTE ON FUNCTION
+  aip_publish(jsonb, boolean),
+  aip_admin_get(text, text),
+  aip_admin_bindings(text, text, integer),
+  aip_admin_catalog_page(text, boolean, jsonb),
+  aip_check_invariants(),
+  aip_schema_status()
+TO aip_registry_control;
+
+GRANT EXECUTE ON FUNCTION
+  aip_catalog_page(text, jsonb),
+  aip_catalog_get(text, text),
+  aip_resolve_route(text, text, text, jsonb),
+  aip_get_route(text, text),
+  aip_settle_route(text, text, jsonb, text),
+  aip_replica_lifecycle(text, text, jsonb),
+  aip_expire_leases(integer),
+  aip_fleet_status(),
+  aip_check_invariants(),
+  aip_schema_status()
+TO aip_registry_data;

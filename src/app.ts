@@ -1,0 +1,108 @@
+/**
+ * The Hono app factory: the same app serves Node (src/node.ts) and Workers (src/worker.ts).
+ * Middleware order: request id, access log, body limit, auth (per area), routes; every failure
+ * becomes a problem+json response in onError.
+ */
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { HTTPException } from "hono/http-exception";
+import { bodyLimit } from "hono/body-limit";
+import { requestId } from "hono/request-id";
+import type { Authenticator } from "./http/auth.js";
+import type { AppEnv } from "./http/env.js";
+import { authenticate } from "./http/guards.js";
+import { problemResponse } from "./http/problem.js";
+import { RegistryError } from "./registry/errors.js";
+import type { Registry } from "./registry/registry.js";
+import { registerAdminRoutes } from "./routes/admin.js";
+import { registerCatalogRoutes } from "./routes/catalog.js";
+import { registerFleetRoutes } from "./routes/fleet.js";
+import { registerOpsRoutes } from "./routes/ops.js";
+import { registerReplicaRoutes } from "./routes/replicas.js";
+import { registerRoutingRoutes } from "./routes/routing.js";
+
+export interface AccessLogEntry {
+  request_id: string;
+  method: string;
+  route: string;
+  status: number;
+  latency_ms: number;
+  code?: string;
+}
+
+export interface AppOptions {
+  registry: Registry;
+  authenticator: Authenticator;
+  /** Body limit of data-plane requests (default 256 KiB). */
+  bodyLimitBytes?: number;
+  /** Body limit of publications (default 32 MiB: a version manifest alone may be 4 MiB). */
+  adminBodyLimitBytes?: number;
+  /** Structured access log sink; never receives tokens or request bodies. */
+  log?: (entry: AccessLogEntry) => void;
+}
+
+export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
+  const { registry } = options;
+  const app = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        const errors = result.error.issues.map((issue) => ({ field: issue.path.join(".") || "(body)", message: issue.message }));
+        throw new RegistryError("invalid", `request validation failed: ${errors.map((e) => `${e.field}: ${e.message}`).join("; ")}`, { errors });
+      }
+    },
+  });
+
+  app.use(requestId());
+  if (options.log) {
+    const log = options.log;
+    app.use(async (c, next) => {
+      const started = performance.now();
+      await next();
+      const code = c.res.headers.get("content-type")?.startsWith("application/problem+json") ? c.res.headers.get("x-problem-code") : null;
+      log({
+        request_id: c.get("requestId"),
+        method: c.req.method,
+        route: c.req.routePath,
+        status: c.res.status,
+        latency_ms: Math.round((performance.now() - started) * 100) / 100,
+        ...(code ? { code } : {}),
+      });
+    });
+  }
+
+  const tooLarge = () => {
+    throw new RegistryError("payload-too-large", "the request body exceeds the size limit");
+  };
+  app.use("/v1/admin/*", bodyLimit({ maxSize: options.adminBodyLimitBytes ?? 32 * 1024 * 1024, onError: tooLarge }));
+  app.use("/v1/catalog/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
+  app.use("/v1/routes/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
+  app.use("/v1/replicas/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
+  app.use("/v1/fleet/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
+  app.use("/v1/*", authenticate(options.authenticator));
+
+  registerOpsRoutes(app, registry);
+  registerCatalogRoutes(app, registry);
+  registerRoutingRoutes(app, registry);
+  registerReplicaRoutes(app, registry);
+  registerAdminRoutes(app, registry);
+  registerFleetRoutes(app, registry);
+
+  app.notFound((c) => problemResponse(c, new RegistryError("not-found", `no route for ${c.req.method} ${c.req.path}`)));
+  app.onError((error, c) => {
+    let registryError: RegistryError;
+    if (error instanceof RegistryError) {
+      registryError = error;
+    } else if (error instanceof HTTPException) {
+      // Hono's own refusals: malformed JSON bodies and the like.
+      const code = error.status === 413 ? "payload-too-large" : error.status === 415 ? "unsupported-media-type" : error.status < 500 ? "invalid" : "internal";
+      registryError = new RegistryError(code, error.status === 415 ? "request bodies must be application/json" : error.message || "bad request");
+    } else {
+      // A bug: log it, never leak it.
+      console.error(JSON.stringify({ level: "error", msg: "unhandled error", request_id: c.get("requestId"), error: String((error as Error)?.stack ?? error) }));
+      registryError = new RegistryError("internal", "internal error");
+    }
+    const response = problemResponse(c, registryError);
+    response.headers.set("x-problem-code", registryError.code);
+    return response;
+  });
+  return app;
+}

@@ -1,0 +1,48 @@
+/**
+ * Configuration from environment variables (Node) or Worker bindings: one schema for both.
+ */
+import { z } from "zod";
+
+const flag = (fallback: boolean) =>
+  z
+    .enum(["true", "false", "1", "0"])
+    .optional()
+    .transform((v) => (v === undefined ? fallback : v === "true" || v === "1"));
+const int = (fallback: number, min: number, max: number) =>
+  z.coerce.number().int().min(min).max(max).optional().transform((v) => v ?? fallback);
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v && v.trim() !== "" ? v.trim() : undefined));
+
+export const ConfigSchema = z.object({
+  DATABASE_URL: optionalString,
+  CONTROL_DATABASE_URL: optionalString,
+  AUTH_HS256_SECRET: optionalString,
+  AUTH_JWKS_URL: optionalString,
+  AUTH_ISSUER: optionalString,
+  AUTH_AUDIENCE: optionalString,
+  PORT: int(8787, 0, 65535),
+  HOST: z.string().optional().transform((v) => v ?? "127.0.0.1"),
+  DATA_DIR: z.string().optional().transform((v) => v ?? ".data"),
+  MIGRATE_ON_START: flag(true),
+  DB_POOL_MAX: int(16, 1, 1000),
+  DB_STATEMENT_TIMEOUT_MS: int(10_000, 100, 600_000),
+  BODY_LIMIT_BYTES: int(256 * 1024, 1024, 64 * 1024 * 1024),
+  ADMIN_BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+  LEASE_MAINTENANCE_INTERVAL_MS: int(1000, 0, 3_600_000),
+  LEASE_EXPIRY_BATCH: int(500, 1, 10_000),
+  LEASE_EXPIRY_MAX_BATCHES: int(8, 1, 1000),
+  ACCESS_LOG: flag(true),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const parsed = ConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join(".")}: ${issue.message}`);
+    throw new Error(`invalid configuration:\n${lines.join("\n")}`);
+  }
+  return parsed.data;
+}

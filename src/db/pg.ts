@@ -1,0 +1,56 @@
+/**
+ * node-postgres adapters (Node only): a pooled executor for the runtime roles and a single-client
+ * session for migrations.
+ */
+import pg from "pg";
+import type { SqlExecutor } from "./executor.js";
+import type { MigrationSession } from "./migrate.js";
+
+export interface PgPoolOptions {
+  max?: number;
+  /** Server-side statement_timeout for every session of the pool. */
+  statementTimeoutMs?: number;
+  connectionTimeoutMs?: number;
+  applicationName?: string;
+}
+
+export function createPgPool(connectionString: string, options: PgPoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.max ?? 16,
+    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
+    idleTimeoutMillis: 30_000,
+    application_name: options.applicationName ?? "aip-registry",
+  });
+  // An idle client can die under us (server restart, pg_terminate_backend): the pool replaces it.
+  // Without a listener that event would crash the process.
+  pool.on("error", () => {});
+  return pool;
+}
+
+export function pgExecutor(pool: pg.Pool): SqlExecutor {
+  return {
+    async query<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
+      const result = await pool.query<R>(text, params as unknown[]);
+      return result.rows;
+    },
+  };
+}
+
+export async function withPgSession<T>(connectionString: string, fn: (session: MigrationSession) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString, application_name: "aip-registry-migrate" });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    return await fn({
+      exec: async (sql) => {
+        await client.query(sql);
+      },
+      query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) =>
+        (await client.query<R>(text, params as unknown[])).rows,
+    });
+  } finally {
+    await client.end().catch(() => {});
+  }
+}

@@ -1,0 +1,329 @@
+/**
+ * The registry's tables. drizzle-kit generates the numbered migrations in drizzle/ from this
+ * file; the PL/pgSQL functions in functions/ are the only code that reads or writes them.
+ *
+ * Rules that shaped it:
+ * - Normalized rows with indexed columns for every filter and ordering key; the fleet is never
+ *   one JSON document. JSON columns hold only what is opaque to the registry (a manifest, an
+ *   attestation, a capability contract, the pinned admission snapshot of one route).
+ * - Hot columns (replica active_assignments and circuit state, admission counter `active`,
+ *   route `reserved`) are in no index, so the updates of every resolve and settle can be HOT;
+ *   the tables that carry them get a lower fillfactor in migration 0001.
+ * - Times are timestamptz(3): the wire format is RFC 3339 with milliseconds, and storing exactly
+ *   that precision makes a route read back byte-identical for the settlement fence check.
+ */
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  check,
+  foreignKey,
+  index,
+  integer,
+  json,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+} from "drizzle-orm/pg-core";
+
+const ms = (name: string) => timestamp(name, { withTimezone: true, precision: 3, mode: "string" });
+const revision = (name: string) => bigint(name, { mode: "number" });
+const createdAt = () => ms("created_at").notNull().default(sql`now()`);
+const updatedAt = () => ms("updated_at").notNull().default(sql`now()`);
+
+/** The monotonic catalog revision: one row, advanced once per publication that changed the catalog. */
+export const catalogRevision = pgTable(
+  "aip_catalog_revision",
+  {
+    singleton: boolean("singleton").primaryKey().default(true),
+    revision: revision("revision").notNull().default(0),
+    publishedAt: ms("published_at").notNull().default(sql`now()`),
+  },
+  (t) => [check("aip_catalog_revision_singleton", sql`${t.singleton}`), check("aip_catalog_revision_nonneg", sql`${t.revision} >= 0`)],
+);
+
+export const connectorTypes = pgTable("aip_connector_types", {
+  typeId: text("type_id").primaryKey(),
+  name: text("name").notNull(),
+  owner: text("owner").notNull(),
+  enabled: boolean("enabled").notNull(),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+});
+
+/** Immutable connector versions: only `status` ever changes. */
+export const connectorVersions = pgTable(
+  "aip_connector_versions",
+  {
+    versionId: text("version_id").primaryKey(),
+    typeId: text("type_id")
+      .notNull()
+      .references(() => connectorTypes.typeId),
+    version: text("version").notNull(),
+    status: text("status").notNull(),
+    artifactDigest: text("artifact_digest").notNull(),
+    manifestDigest: text("manifest_digest").notNull(),
+    manifest: jsonb("manifest").notNull(),
+    attestation: jsonb("attestation").notNull(),
+    supplyChainQualified: boolean("supply_chain_qualified").notNull(),
+    admittedAt: ms("admitted_at").notNull().default(sql`now()`),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    unique("aip_connector_versions_artifact_digest_key").on(t.artifactDigest),
+    unique("aip_connector_versions_type_version_key").on(t.typeId, t.version),
+    check("aip_connector_versions_status", sql`${t.status} IN ('admitted', 'active', 'revoked')`),
+  ],
+);
+
+/** Capability definitions are shared by every version that implements the same capability ID. */
+export const capabilityDefinitions = pgTable(
+  "aip_capability_definitions",
+  {
+    capabilityId: text("capability_id").primaryKey(),
+    contractDigest: text("contract_digest").notNull(),
+    schemaDigest: text("schema_digest").notNull(),
+    /** The complete capability object as admitted. */
+    capability: jsonb("capability").notNull(),
+    /** Length of the canonical JSON of {capability, contract_digest, schema_digest}: the page byte budget unit. */
+    definitionBytes: integer("definition_bytes").notNull(),
+    /** lower(id || ' ' || name || ' ' || description), matched literally by catalog search. */
+    searchText: text("search_text").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [check("aip_capability_definitions_bytes", sql`${t.definitionBytes} > 0`)],
+);
+
+export const versionCapabilities = pgTable(
+  "aip_version_capabilities",
+  {
+    versionId: text("version_id")
+      .notNull()
+      .references(() => connectorVersions.versionId),
+    capabilityId: text("capability_id")
+      .notNull()
+      .references(() => capabilityDefinitions.capabilityId),
+  },
+  (t) => [
+    primaryKey({ name: "aip_version_capabilities_pkey", columns: [t.versionId, t.capabilityId] }),
+    index("aip_version_capabilities_capability_idx").on(t.capabilityId, t.versionId),
+  ],
+);
+
+export const versionProfiles = pgTable(
+  "aip_version_profiles",
+  {
+    versionId: text("version_id")
+      .notNull()
+      .references(() => connectorVersions.versionId),
+    profileId: text("profile_id").notNull(),
+  },
+  (t) => [
+    primaryKey({ name: "aip_version_profiles_pkey", columns: [t.versionId, t.profileId] }),
+    index("aip_version_profiles_profile_idx").on(t.profileId, t.versionId),
+  ],
+);
+
+/** Tenant-owned installations; type and tenant are fixed, the rest moves with config_revision. */
+export const connectorInstances = pgTable(
+  "aip_connector_instances",
+  {
+    instanceId: text("instance_id").primaryKey(),
+    typeId: text("type_id")
+      .notNull()
+      .references(() => connectorTypes.typeId),
+    versionId: text("version_id")
+      .notNull()
+      .references(() => connectorVersions.versionId),
+    tenantId: text("tenant_id").notNull(),
+    configRevision: revision("config_revision").notNull(),
+    /** Opaque reference into the deployment's secret provider: never a credential value. */
+    secretProviderRef: text("secret_provider_ref").notNull(),
+    status: text("status").notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    index("aip_connector_instances_tenant_idx").on(t.tenantId, t.instanceId),
+    index("aip_connector_instances_version_idx").on(t.versionId),
+    index("aip_connector_instances_type_idx").on(t.typeId),
+    check("aip_connector_instances_status", sql`${t.status} IN ('enabled', 'disabled')`),
+    check("aip_connector_instances_config_revision", sql`${t.configRevision} >= 0`),
+  ],
+);
+
+/** Admission policies referenced by bindings (`quota_policy_ref`); a null limit keeps no counter. */
+export const admissionPolicies = pgTable(
+  "aip_admission_policies",
+  {
+    policyRef: text("policy_ref").primaryKey(),
+    revision: revision("revision").notNull(),
+    enabled: boolean("enabled").notNull(),
+    maxGlobalInFlight: integer("max_global_in_flight"),
+    maxTenantInFlight: integer("max_tenant_in_flight"),
+    maxConnectorTypeInFlight: integer("max_connector_type_in_flight"),
+    maxInstanceInFlight: integer("max_instance_in_flight"),
+    maxBindingInFlight: integer("max_binding_in_flight"),
+    maxTenantRetryInFlight: integer("max_tenant_retry_in_flight"),
+    circuitFailureThreshold: integer("circuit_failure_threshold").notNull(),
+    circuitOpenMs: integer("circuit_open_ms").notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [check("aip_admission_policies_revision", sql`${t.revision} > 0`)],
+);
+
+/** The key is (tenant, capability, instance); everything else moves with policy_revision. */
+export const capabilityBindings = pgTable(
+  "aip_capability_bindings",
+  {
+    tenantId: text("tenant_id").notNull(),
+    capabilityId: text("capability_id")
+      .notNull()
+      .references(() => capabilityDefinitions.capabilityId),
+    instanceId: text("instance_id")
+      .notNull()
+      .references(() => connectorInstances.instanceId),
+    priority: integer("priority").notNull(),
+    policyRevision: revision("policy_revision").notNull(),
+    /** Opaque credential revision reference: never a credential value. */
+    credentialRevisionRef: text("credential_revision_ref"),
+    quotaPolicyRef: text("quota_policy_ref").references(() => admissionPolicies.policyRef),
+    enabled: boolean("enabled").notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    // The primary key serves the catalog: a tenant's bindings in capability order.
+    primaryKey({ name: "aip_capability_bindings_pkey", columns: [t.tenantId, t.capabilityId, t.instanceId] }),
+    index("aip_capability_bindings_instance_idx").on(t.instanceId),
+    index("aip_capability_bindings_capability_idx").on(t.capabilityId),
+    check("aip_capability_bindings_priority", sql`${t.priority} >= 0`),
+    check("aip_capability_bindings_policy_revision", sql`${t.policyRevision} >= 0`),
+  ],
+);
+
+/** Shared in-flight counters, one per (scope kind, key); rows are kept at zero, never deleted. */
+export const admissionCounters = pgTable(
+  "aip_admission_counters",
+  {
+    scopeKind: text("scope_kind").notNull(),
+    scopeKey: text("scope_key").notNull(),
+    active: integer("active").notNull().default(0),
+  },
+  (t) => [
+    primaryKey({ name: "aip_admission_counters_pkey", columns: [t.scopeKind, t.scopeKey] }),
+    check("aip_admission_counters_active", sql`${t.active} >= 0`),
+  ],
+);
+
+/**
+ * Pre-provisioned host identities. Identity and topology are fixed at provisioning; status,
+ * lease and capacity move only with a newer health_revision; active_assignments and the
+ * circuit are registry-owned.
+ */
+export const connectorReplicas = pgTable(
+  "aip_connector_replicas",
+  {
+    replicaId: text("replica_id").primaryKey(),
+    instanceId: text("instance_id").notNull(),
+    versionId: text("version_id").notNull(),
+    endpoint: text("endpoint").notNull(),
+    peerPrincipalId: text("peer_principal_id").notNull(),
+    peerPrincipalKind: text("peer_principal_kind").notNull(),
+    peerDid: text("peer_did").notNull(),
+    trustDomain: text("trust_domain").notNull(),
+    transportProfile: text("transport_profile").notNull(),
+    region: text("region").notNull(),
+    zone: text("zone").notNull(),
+    capacityClass: text("capacity_class").notNull(),
+    status: text("status").notNull().default("offline"),
+    leaseExpiresAt: ms("lease_expires_at").notNull().default(sql`'-infinity'`),
+    capacity: integer("capacity").notNull(),
+    activeAssignments: integer("active_assignments").notNull().default(0),
+    healthRevision: revision("health_revision").notNull().default(0),
+    consecutiveFailures: integer("consecutive_failures").notNull().default(0),
+    circuitOpenUntil: ms("circuit_open_until").notNull().default(sql`'-infinity'`),
+    /** The last lifecycle request (normalized, compared as jsonb) and its answer (json: replayed byte for byte). */
+    lastRequestId: text("last_request_id"),
+    lastRequest: jsonb("last_request"),
+    lastResponse: json("last_response"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    foreignKey({ name: "aip_connector_replicas_instance_fk", columns: [t.instanceId], foreignColumns: [connectorInstances.instanceId] }),
+    foreignKey({ name: "aip_connector_replicas_version_fk", columns: [t.versionId], foreignColumns: [connectorVersions.versionId] }),
+    // Routing reaches replicas through (instance, rollout version); status, lease and load are
+    // filtered on the few rows that index returns, keeping hot columns out of it.
+    index("aip_connector_replicas_routing_idx").on(t.instanceId, t.versionId),
+    index("aip_connector_replicas_version_idx").on(t.versionId),
+    // Lease maintenance finds expired live replicas without scanning the fleet.
+    index("aip_connector_replicas_lease_idx")
+      .on(t.leaseExpiresAt, t.replicaId)
+      .where(sql`status <> 'offline'`),
+    check("aip_connector_replicas_status", sql`${t.status} IN ('ready', 'draining', 'offline')`),
+    check("aip_connector_replicas_capacity", sql`${t.capacity} > 0`),
+    check("aip_connector_replicas_active", sql`${t.activeAssignments} >= 0 AND ${t.activeAssignments} <= ${t.capacity}`),
+    check("aip_connector_replicas_failures", sql`${t.consecutiveFailures} >= 0`),
+  ],
+);
+
+/**
+ * Durable, pinned routes: one row per action, never deleted. Everything up to assigned_at is
+ * the immutable RouteAssignment; reserved / reservation_scopes / last_settlement are bookkeeping.
+ */
+export const routeAssignments = pgTable(
+  "aip_route_assignments",
+  {
+    actionId: text("action_id").primaryKey(),
+    capabilityId: text("capability_id").notNull(),
+    tenantId: text("tenant_id").notNull(),
+    instanceId: text("instance_id")
+      .notNull()
+      .references(() => connectorInstances.instanceId),
+    versionId: text("version_id")
+      .notNull()
+      .references(() => connectorVersions.versionId),
+    manifestDigest: text("manifest_digest").notNull(),
+    replicaId: text("replica_id")
+      .notNull()
+      .references(() => connectorReplicas.replicaId),
+    endpoint: text("endpoint").notNull(),
+    peerPrincipalId: text("peer_principal_id").notNull(),
+    peerPrincipalKind: text("peer_principal_kind").notNull(),
+    peerDid: text("peer_did").notNull(),
+    trustDomain: text("trust_domain").notNull(),
+    transportProfile: text("transport_profile").notNull(),
+    region: text("region").notNull(),
+    zone: text("zone").notNull(),
+    capacityClass: text("capacity_class").notNull(),
+    catalogRevision: revision("catalog_revision").notNull(),
+    bindingPolicyRevision: revision("binding_policy_revision").notNull(),
+    credentialRevisionRef: text("credential_revision_ref"),
+    quotaPolicyRef: text("quota_policy_ref"),
+    replicaHealthRevision: revision("replica_health_revision").notNull(),
+    fenceToken: text("fence_token").notNull(),
+    /** The admission snapshot pinned at creation: {policy_ref, policy_revision, scopes, retry_scope, circuit_*}. */
+    admission: jsonb("admission").notNull(),
+    assignedAt: ms("assigned_at").notNull(),
+    reserved: boolean("reserved").notNull(),
+    /** The scopes this reservation holds (base scopes, plus tenant_retry on a reacquisition). */
+    reservationScopes: jsonb("reservation_scopes").notNull().default(sql`'[]'::jsonb`),
+    lastSettlement: text("last_settlement"),
+    settledAt: ms("settled_at"),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    unique("aip_route_assignments_fence_token_key").on(t.fenceToken),
+    // Lease maintenance and the invariant checker look up a replica's reserved routes.
+    index("aip_route_assignments_reserved_idx").on(t.replicaId).where(sql`reserved`),
+    check(
+      "aip_route_assignments_last_settlement",
+      sql`${t.lastSettlement} IS NULL OR ${t.lastSettlement} IN ('completed', 'outcome_unknown', 'cancelled', 'lease_expired')`,
+    ),
+  ],
+);

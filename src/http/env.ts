@@ -1,0 +1,11 @@
+/** Hono environment shared by the app and its route files. */
+import type { Principal } from "./auth.js";
+
+export interface AppVariables {
+  requestId: string;
+  principal: Principal;
+}
+
+export interface AppEnv {
+  Variables: AppVariables;
+}

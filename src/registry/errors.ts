@@ -1,0 +1,117 @@
+/**
+ * Registry errors and the one place where database failures become problem codes.
+ *
+ * The SQL functions raise one SQLSTATE per problem code (functions/00_support.sql, aip_sqlstate)
+ * with a JSON DETAIL of extension members. Anything else the database or the driver reports is
+ * classified here: data errors are the caller's input (invalid), privilege errors are forbidden,
+ * and everything else is `storage` (503): the state transition stopped and nothing may be
+ * inferred to have committed.
+ */
+export const PROBLEM_STATUS = {
+  invalid: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  "not-found": 404,
+  "binding-unavailable": 404,
+  "method-not-allowed": 405,
+  conflict: 409,
+  "stale-cursor": 409,
+  "fence-lost": 409,
+  "payload-too-large": 413,
+  "unsupported-media-type": 415,
+  admission: 422,
+  "capacity-exceeded": 429,
+  internal: 500,
+  "replica-unavailable": 503,
+  storage: 503,
+} as const;
+
+export type ProblemCode = keyof typeof PROBLEM_STATUS;
+
+export const PROBLEM_TITLES: Record<ProblemCode, string> = {
+  invalid: "Invalid request",
+  unauthorized: "Unauthorized",
+  forbidden: "Forbidden",
+  "not-found": "Not found",
+  "binding-unavailable": "No enabled binding",
+  "method-not-allowed": "Method not allowed",
+  conflict: "Conflict",
+  "stale-cursor": "Stale catalog cursor",
+  "fence-lost": "Route fence lost",
+  "payload-too-large": "Payload too large",
+  "unsupported-media-type": "Unsupported media type",
+  admission: "Admission refused",
+  "capacity-exceeded": "Admission capacity exceeded",
+  internal: "Internal error",
+  "replica-unavailable": "No replica available",
+  storage: "Registry storage unavailable",
+};
+
+const SQLSTATE_CODES: Record<string, ProblemCode> = {
+  AR400: "invalid",
+  AR403: "forbidden",
+  AR404: "not-found",
+  AR4B4: "binding-unavailable",
+  AR409: "conflict",
+  AR4S9: "stale-cursor",
+  AR4F9: "fence-lost",
+  AR422: "admission",
+  AR429: "capacity-exceeded",
+  AR503: "replica-unavailable",
+};
+
+export class RegistryError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ProblemCode,
+    message: string,
+    readonly extensions: Record<string, unknown> = {},
+    /** True when the same request may succeed if retried (storage hiccups, lock timeouts). */
+    readonly retryable = false,
+  ) {
+    super(message);
+    this.name = "RegistryError";
+    this.status = PROBLEM_STATUS[code];
+  }
+}
+
+interface DatabaseErrorLike {
+  code?: unknown;
+  message?: unknown;
+  detail?: unknown;
+}
+
+function parseDetail(detail: unknown): Record<string, unknown> {
+  if (typeof detail !== "string" || detail === "") return {};
+  try {
+    const parsed = JSON.parse(detail) as unknown;
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Classify any error thrown by a driver while calling a registry function. */
+export function fromDatabaseError(error: unknown): RegistryError {
+  if (error instanceof RegistryError) return error;
+  const e = (error ?? {}) as DatabaseErrorLike;
+  const sqlstate = typeof e.code === "string" ? e.code : "";
+  const message = typeof e.message === "string" ? e.message : "database error";
+  const mapped = SQLSTATE_CODES[sqlstate];
+  if (mapped) return new RegistryError(mapped, message, parseDetail(e.detail));
+  if (/^(55P03|40001|40P01|57014)$/.test(sqlstate)) {
+    // Lock timeout, serialization failure, deadlock, statement timeout: nothing committed.
+    return new RegistryError("storage", "the registry could not complete the operation in time; retry", { sqlstate }, true);
+  }
+  if (sqlstate === "42501") {
+    return new RegistryError("forbidden", "this process's database role may not perform this operation", { sqlstate });
+  }
+  if (sqlstate.startsWith("22")) {
+    return new RegistryError("invalid", `the database refused a value: ${message}`, { sqlstate });
+  }
+  if (sqlstate.startsWith("23")) {
+    return new RegistryError("conflict", "the change conflicts with a stored record", { sqlstate });
+  }
+  // Connection failures, shutdown, resource exhaustion, schema drift: do not leak internals.
+  return new RegistryError("storage", "the registry database is unavailable or failed; nothing is inferred to have committed", sqlstate ? { sqlstate } : {}, true);
+}

@@ -1,0 +1,162 @@
+/**
+ * Typed client of the registry's SQL functions: one method per function, one statement per call.
+ *
+ * Two executors mirror the database roles: `data` (catalog reads, routing, settlement, replica
+ * lifecycle, fleet) and `control` (publication and administrative reads). A data-plane-only
+ * process has no control executor, and its control methods fail with `forbidden`.
+ */
+import type { SqlExecutor } from "../db/executor.js";
+import type {
+  CatalogPage,
+  Change,
+  FleetStatus,
+  InvariantReport,
+  LifecycleOperation,
+  PublicationResult,
+  RouteAssignment,
+  SchemaStatus,
+  SettlementOutcome,
+} from "../schemas.js";
+import { RegistryError, fromDatabaseError } from "./errors.js";
+
+export interface CatalogQuery {
+  q?: string;
+  capability_id?: string;
+  profile?: string;
+  cursor?: string;
+  limit?: number;
+  max_bytes?: number;
+}
+
+export interface TopologyPreference {
+  region?: string;
+  zone?: string;
+  capacity_class?: string;
+  allow_cross_region?: boolean;
+}
+
+export interface ResolveResult {
+  outcome: "created" | "existing" | "reacquired";
+  assignment: RouteAssignment;
+}
+
+export interface RouteState {
+  assignment: RouteAssignment;
+  reserved: boolean;
+  last_settlement: SettlementOutcome | null;
+  settled_at: string | null;
+}
+
+export interface LifecycleRequest {
+  request_id: string;
+  previous_sequence?: number;
+  lease_ttl_ms?: number;
+}
+
+export interface LifecycleResult {
+  replica_id: string;
+  status: "ready" | "draining" | "offline";
+  sequence: number;
+  lease_expires_at: string | null;
+}
+
+export type RecordKind = "connector_type" | "version" | "instance" | "replica" | "admission_policy";
+
+export interface RegistryExecutors {
+  data: SqlExecutor;
+  control?: SqlExecutor;
+}
+
+const json = (value: unknown) => JSON.stringify(value);
+
+export class Registry {
+  constructor(private readonly executors: RegistryExecutors) {}
+
+  get hasControl(): boolean {
+    return this.executors.control !== undefined;
+  }
+
+  // Control plane ---------------------------------------------------------------------------------
+  publish(changes: Change[] | unknown[], options: { dryRun?: boolean } = {}): Promise<PublicationResult> {
+    return this.control("aip_publish($1::jsonb, $2::boolean)", [json(changes), options.dryRun ?? false]);
+  }
+
+  adminGet(kind: RecordKind, id: string): Promise<Record<string, unknown> | null> {
+    return this.control("aip_admin_get($1::text, $2::text)", [kind, id]);
+  }
+
+  adminBindings(tenantId: string, cursor?: string, limit?: number): Promise<{ tenant_id: string; bindings: Record<string, unknown>[]; next_cursor: string | null }> {
+    return this.control("aip_admin_bindings($1::text, $2::text, $3::integer)", [tenantId, cursor ?? null, limit ?? null]);
+  }
+
+  adminCatalogPage(tenantId: string | null, unbound: boolean, query: CatalogQuery): Promise<CatalogPage> {
+    return this.control("aip_admin_catalog_page($1::text, $2::boolean, $3::jsonb)", [tenantId, unbound, json(query)]);
+  }
+
+  checkInvariants(): Promise<InvariantReport> {
+    return this.call(this.executors.control ?? this.executors.data, "aip_check_invariants()", []);
+  }
+
+  // Data plane ------------------------------------------------------------------------------------
+  catalogPage(tenantId: string | null, query: CatalogQuery): Promise<CatalogPage> {
+    return this.data("aip_catalog_page($1::text, $2::jsonb)", [tenantId, json(query)]);
+  }
+
+  catalogGet(tenantId: string | null, capabilityId: string): Promise<{ catalog_revision: number; definition: Record<string, unknown> | null }> {
+    return this.data("aip_catalog_get($1::text, $2::text)", [tenantId, capabilityId]);
+  }
+
+  resolveRoute(actionId: string, tenantId: string, capabilityId: string, topology: TopologyPreference = {}): Promise<ResolveResult> {
+    return this.data("aip_resolve_route($1::text, $2::text, $3::text, $4::jsonb)", [actionId, tenantId, capabilityId, json(topology)]);
+  }
+
+  getRoute(actionId: string, tenantId: string): Promise<RouteState | null> {
+    return this.data("aip_get_route($1::text, $2::text)", [actionId, tenantId]);
+  }
+
+  settleRoute(actionId: string, tenantId: string, assignment: unknown, outcome: SettlementOutcome): Promise<{ action_id: string; released: boolean; last_settlement: SettlementOutcome | null }> {
+    return this.data("aip_settle_route($1::text, $2::text, $3::jsonb, $4::text)", [actionId, tenantId, json(assignment), outcome]);
+  }
+
+  replicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest): Promise<LifecycleResult> {
+    return this.data("aip_replica_lifecycle($1::text, $2::text, $3::jsonb)", [replicaId, operation, json(request)]);
+  }
+
+  expireLeases(limit: number): Promise<{ expired: number; released: number }> {
+    return this.data("aip_expire_leases($1::integer)", [limit]);
+  }
+
+  fleetStatus(): Promise<FleetStatus> {
+    return this.data("aip_fleet_status()", []);
+  }
+
+  schemaStatus(): Promise<SchemaStatus | null> {
+    return this.data("aip_schema_status()", []);
+  }
+
+  // -----------------------------------------------------------------------------------------------
+  private data<T>(call: string, params: unknown[]): Promise<T> {
+    return this.call(this.executors.data, call, params);
+  }
+
+  private control<T>(call: string, params: unknown[]): Promise<T> {
+    const executor = this.executors.control;
+    if (!executor) {
+      return Promise.reject(new RegistryError("forbidden", "this process serves the data plane only: no control-plane database credentials are configured"));
+    }
+    return this.call(executor, call, params);
+  }
+
+  /** `SELECT <function call> AS result`: exactly one statement, one round trip. */
+  private async call<T>(executor: SqlExecutor, call: string, params: unknown[]): Promise<T> {
+    let rows: { result: unknown }[];
+    try {
+      rows = await executor.query<{ result: unknown }>(`SELECT ${call} AS result`, params);
+    } catch (error) {
+      throw fromDatabaseError(error);
+    }
+    const result = rows[0]?.result;
+    // json results arrive parsed from pg, PGlite and Neon alike; be tolerant of a text payload.
+    return (typeof result === "string" ? JSON.parse(result) : (result ?? null)) as T;
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * Control plane (scope registry:admin): publication and administrative reads. These use the
+ * control database role; a data-plane-only deployment answers them with 403.
+ */
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../http/env.js";
+import { requireScope } from "../http/guards.js";
+import { RegistryError } from "../registry/errors.js";
+import type { RecordKind, Registry } from "../registry/registry.js";
+import { CatalogPage, CatalogQuery, Id, InvariantReport, PublicationRequest, PublicationResult } from "../schemas.js";
+import { bearer, json, jsonBody, pathId, problems } from "./common.js";
+
+const KINDS = {
+  "connector-types": "connector_type",
+  versions: "version",
+  instances: "instance",
+  replicas: "replica",
+  "admission-policies": "admission_policy",
+} as const satisfies Record<string, RecordKind>;
+
+const Flag = z.enum(["true", "false"]).transform((v) => v === "true");
+const AnyRecord = z.record(z.string(), z.unknown());
+
+export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
+  const admin = requireScope("registry:admin");
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/admin/publications",
+      tags: ["admin"],
+      summary: "Publish a batch of catalog and fleet changes, all or nothing",
+      description:
+        "Applies every change under the exclusive publication lock and advances the catalog revision once if anything " +
+        "but replica provisioning changed; identical re-puts change nothing. `?dry_run=true` reports what would happen and changes nothing.",
+      security: bearer,
+      middleware: admin,
+      request: { query: z.object({ dry_run: Flag.optional() }), body: jsonBody(PublicationRequest) },
+      responses: { 200: json(PublicationResult, "The resulting revision and each change's outcome"), ...problems("not-found", "conflict", "admission", "payload-too-large") },
+    }),
+    async (c) => {
+      const { dry_run } = c.req.valid("query");
+      return c.json(await registry.publish(c.req.valid("json").changes, { dryRun: dry_run ?? false }), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/admin/bindings",
+      tags: ["admin"],
+      summary: "A tenant's capability bindings, in (capability, instance) order",
+      security: bearer,
+      middleware: admin,
+      request: {
+        query: z.object({ tenant_id: Id(), cursor: z.string().max(2048).optional(), limit: z.coerce.number().int().optional() }),
+      },
+      responses: {
+        200: json(z.object({ tenant_id: z.string(), bindings: z.array(AnyRecord), next_cursor: z.string().nullable() }), "A page of bindings"),
+        ...problems(),
+      },
+    }),
+    async (c) => {
+      const { tenant_id, cursor, limit } = c.req.valid("query");
+      return c.json(await registry.adminBindings(tenant_id, cursor, limit), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/admin/catalog/capabilities",
+      tags: ["admin"],
+      summary: "The catalog as a given tenant sees it, or every active definition (unbound=true)",
+      security: bearer,
+      middleware: admin,
+      request: { query: CatalogQuery.extend({ tenant_id: Id().optional(), unbound: Flag.optional() }) },
+      responses: { 200: json(CatalogPage, "A catalog page"), ...problems("stale-cursor") },
+    }),
+    async (c) => {
+      const { tenant_id, unbound, ...query } = c.req.valid("query");
+      return c.json(await registry.adminCatalogPage(tenant_id ?? null, unbound ?? false, query), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/admin/invariants",
+      tags: ["admin"],
+      summary: "Check the registry's bookkeeping invariants",
+      description: "Counters against reservations, replica counts against routes, pinned limits, revisions. Empty `violations` means healthy.",
+      security: bearer,
+      middleware: admin,
+      responses: { 200: json(InvariantReport, "The invariant report"), ...problems() },
+    }),
+    async (c) => c.json(await registry.checkInvariants(), 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/admin/{kind}/{id}",
+      tags: ["admin"],
+      summary: "Read one registry record",
+      security: bearer,
+      middleware: admin,
+      request: {
+        params: z.object({
+          kind: z.enum(Object.keys(KINDS) as [keyof typeof KINDS, ...(keyof typeof KINDS)[]]).openapi({ param: { name: "kind", in: "path" } }),
+          id: pathId("id", "cinst_0190f3a2c1d04b7e9f1a2b3c4d5e6f70"),
+        }),
+      },
+      responses: { 200: json(AnyRecord, "The record"), ...problems("not-found") },
+    }),
+    async (c) => {
+      const { kind, id } = c.req.valid("param");
+      const record = await registry.adminGet(KINDS[kind], id);
+      if (!record) throw new RegistryError("not-found", `${KINDS[kind].replace("_", " ")} \`${id}\` was not found`);
+      return c.json(record, 200);
+    },
+  );
+}

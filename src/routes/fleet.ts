@@ -1,0 +1,39 @@
+/**
+ * Fleet status (fleet:read) and on-demand lease maintenance (registry:admin).
+ */
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../http/env.js";
+import { requireScope } from "../http/guards.js";
+import type { Registry } from "../registry/registry.js";
+import { FleetStatus, LeaseExpiryResult } from "../schemas.js";
+import { bearer, json, problems } from "./common.js";
+
+export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/fleet/status",
+      tags: ["fleet"],
+      summary: "Fixed-size fleet aggregate (no identifiers)",
+      security: bearer,
+      middleware: [requireScope("fleet:read", "registry:admin")],
+      responses: { 200: json(FleetStatus, "The fleet status summary"), ...problems() },
+    }),
+    async (c) => c.json(await registry.fleetStatus(), 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/fleet/lease-expiry",
+      tags: ["fleet"],
+      summary: "Expire a bounded batch of stale replica leases now",
+      description: "Marks up to `limit` (default 500, at most 10000) expired replicas offline and settles their reserved routes as lease_expired.",
+      security: bearer,
+      middleware: [requireScope("registry:admin")],
+      request: { query: z.object({ limit: z.coerce.number().int().min(1).max(10000).optional() }) },
+      responses: { 200: json(LeaseExpiryResult, "How many replicas expired and routes were released"), ...problems() },
+    }),
+    async (c) => c.json(await registry.expireLeases(c.req.valid("query").limit ?? 500), 200),
+  );
+}

@@ -1,0 +1,74 @@
+/**
+ * Operations endpoints (no auth): liveness, readiness, the OpenAPI document and its reference page.
+ */
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import { Scalar } from "@scalar/hono-api-reference";
+import { verifySchema } from "../db/schema-check.js";
+import type { AppEnv } from "../http/env.js";
+import { fromDatabaseError } from "../registry/errors.js";
+import type { Registry } from "../registry/registry.js";
+import { json } from "./common.js";
+
+const Ready = z
+  .object({
+    status: z.enum(["ready", "not_ready"]),
+    reason: z.string().optional(),
+    schema_version: z.number().int().nullable(),
+    functions_checksum: z.string().nullable(),
+    catalog_revision: z.number().int().nullable(),
+  })
+  .openapi("Readiness");
+
+export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/healthz",
+      tags: ["operations"],
+      summary: "Liveness: the process serves requests",
+      responses: { 200: json(z.object({ status: z.literal("ok") }), "Alive") },
+    }),
+    (c) => c.json({ status: "ok" as const }, 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/readyz",
+      tags: ["operations"],
+      summary: "Readiness: the database answers and runs the schema this build expects",
+      responses: { 200: json(Ready, "Ready"), 503: json(Ready, "Not ready") },
+    }),
+    async (c) => {
+      try {
+        const verdict = await verifySchema(registry);
+        const { ok, ...rest } = verdict;
+        return ok ? c.json({ status: "ready" as const, ...rest }, 200) : c.json({ status: "not_ready" as const, ...rest }, 503);
+      } catch (error) {
+        const reason = fromDatabaseError(error).message;
+        return c.json({ status: "not_ready" as const, reason, schema_version: null, functions_checksum: null, catalog_revision: null }, 503);
+      }
+    },
+  );
+
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: {
+      title: "AIP connector registry and router",
+      version: "1.0.0",
+      description:
+        "Revision-consistent, tenant-scoped capability catalog and durable, pinned action routes. " +
+        "Errors are RFC 9457 problem details with a stable `code`.",
+    },
+    tags: [
+      { name: "catalog", description: "Tenant capability catalog" },
+      { name: "routes", description: "Durable action routes" },
+      { name: "replicas", description: "Connector-host lifecycle" },
+      { name: "admin", description: "Control plane" },
+      { name: "fleet", description: "Fleet status and lease maintenance" },
+      { name: "operations", description: "Health, readiness and documentation" },
+    ],
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer", bearerFormat: "JWT" });
+  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "AIP registry API" }));
+}

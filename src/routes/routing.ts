@@ -1,0 +1,88 @@
+/**
+ * Durable action routes (scopes routes:write / routes:read). The tenant comes from the token only.
+ */
+import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../http/env.js";
+import { requireScope, requireTenant } from "../http/guards.js";
+import { RegistryError } from "../registry/errors.js";
+import type { Registry } from "../registry/registry.js";
+import { ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
+import { bearer, json, jsonBody, pathId, problems } from "./common.js";
+
+const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70") });
+
+export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
+  app.openapi(
+    createRoute({
+      method: "put",
+      path: "/v1/routes/{action_id}",
+      tags: ["routes"],
+      summary: "Resolve an action to its durable route",
+      description:
+        "Creates the action's route (201) or returns the existing one (200). A retry after settlement reacquires the same " +
+        "replica under the pinned admission scopes plus the tenant retry budget, or fails: a route never moves. " +
+        "`AIP-Route-Outcome` says which of created, existing or reacquired happened.",
+      security: bearer,
+      middleware: [requireScope("routes:write")],
+      request: { params: ActionParams, body: jsonBody(ResolveRequest) },
+      responses: {
+        200: json(RouteAssignment, "The existing (or reacquired) route"),
+        201: json(RouteAssignment, "A new route"),
+        ...problems("binding-unavailable", "conflict", "admission", "capacity-exceeded", "replica-unavailable"),
+      },
+    }),
+    async (c) => {
+      const tenant = requireTenant(c);
+      const { action_id } = c.req.valid("param");
+      const body = c.req.valid("json");
+      const result = await registry.resolveRoute(action_id, tenant, body.capability_id, body.topology ?? {});
+      c.header("aip-route-outcome", result.outcome);
+      return result.outcome === "created" ? c.json(result.assignment, 201) : c.json(result.assignment, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/routes/{action_id}",
+      tags: ["routes"],
+      summary: "Read an action's pinned route",
+      description: "Only the owning tenant sees it. `AIP-Route-Reserved` and `AIP-Last-Settlement` report its reservation state.",
+      security: bearer,
+      middleware: [requireScope("routes:read", "routes:write")],
+      request: { params: ActionParams },
+      responses: { 200: json(RouteAssignment, "The pinned route"), ...problems("not-found") },
+    }),
+    async (c) => {
+      const tenant = requireTenant(c);
+      const { action_id } = c.req.valid("param");
+      const state = await registry.getRoute(action_id, tenant);
+      if (!state) throw new RegistryError("not-found", `route for action \`${action_id}\` was not found`);
+      c.header("aip-route-reserved", String(state.reserved));
+      if (state.last_settlement) c.header("aip-last-settlement", state.last_settlement);
+      return c.json(state.assignment, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/routes/{action_id}/settlement",
+      tags: ["routes"],
+      summary: "Settle an action's reservation",
+      description:
+        "Present the route exactly as received. Releases every reserved counter and the replica slot once; a repeat " +
+        "returns `released: false`. `completed` closes the replica circuit, `outcome_unknown` counts toward opening it.",
+      security: bearer,
+      middleware: [requireScope("routes:write")],
+      request: { params: ActionParams, body: jsonBody(SettlementRequest) },
+      responses: { 200: json(SettlementResult, "Settled (or already settled)"), ...problems("not-found", "fence-lost") },
+    }),
+    async (c) => {
+      const tenant = requireTenant(c);
+      const { action_id } = c.req.valid("param");
+      const body = c.req.valid("json");
+      return c.json(await registry.settleRoute(action_id, tenant, body.assignment, body.outcome), 200);
+    },
+  );
+}

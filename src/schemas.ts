@@ -1,0 +1,354 @@
+/**
+ * Wire schemas: the single source for request validation, response types and the OpenAPI
+ * document. Field names are the specification's (snake_case on the wire and in SQL).
+ *
+ * The database re-validates everything it relies on; these schemas exist to give callers precise
+ * 400s before a round trip and to document the API.
+ */
+import { z } from "@hono/zod-openapi";
+
+// Strings ---------------------------------------------------------------------------------------
+const noControl = (s: string) => !/[\u0000]/.test(s);
+
+/** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
+export const Id = (max = 256) =>
+  z
+    .string()
+    .min(1)
+    .refine((s) => s.trim() !== "", "must be non-empty")
+    .refine(noControl, "must not contain NUL")
+    .refine((s) => new TextEncoder().encode(s).length <= max, `must be at most ${max} bytes`);
+
+export const Label = z
+  .string()
+  .regex(/^[A-Za-z0-9._-]{1,128}$/, "must contain 1 to 128 ASCII letters, digits, dots, dashes or underscores");
+export const Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256: followed by 64 lowercase hex digits");
+export const Timestamp = z.string().openapi({ format: "date-time", example: "2026-12-01T10:15:30.123Z" });
+const Count = z.number().int().nonnegative();
+const Revision = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+// Problems --------------------------------------------------------------------------------------
+export const Problem = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    code: z.string().openapi({ example: "capacity-exceeded" }),
+    request_id: z.string().optional(),
+    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional(),
+    scope: z.string().optional(),
+    retry_after_ms: z.number().int().optional(),
+    instance_id: z.string().optional(),
+    tenant_id: z.string().optional(),
+    capability_id: z.string().optional(),
+  })
+  .passthrough()
+  .openapi("Problem");
+
+// Topology and routes ---------------------------------------------------------------------------
+export const Topology = z
+  .object({ region: Label, zone: Label, capacity_class: Label })
+  .openapi("Topology", { example: { region: "eu-west", zone: "eu-west-1a", capacity_class: "standard" } });
+
+export const TopologyPreference = z
+  .object({
+    region: Label.optional(),
+    zone: Label.optional(),
+    capacity_class: Label.optional().openapi({ description: "A filter: only replicas of this class are eligible." }),
+    allow_cross_region: z.boolean().optional().openapi({ description: "Default true; false restricts new routes to `region`." }),
+  })
+  .strict()
+  .openapi("TopologyPreference");
+
+export const AdmissionScope = z
+  .object({
+    kind: z.enum(["global", "tenant", "connector_type", "instance", "binding", "tenant_retry"]),
+    key: z.string(),
+    limit: z.number().int(),
+  })
+  .openapi("AdmissionScope");
+
+export const AdmissionSnapshot = z
+  .object({
+    policy_ref: z.string().nullable(),
+    policy_revision: z.number().int(),
+    scopes: z.array(AdmissionScope),
+    retry_scope: AdmissionScope.nullable(),
+    circuit_failure_threshold: z.number().int(),
+    circuit_open_ms: z.number().int(),
+  })
+  .openapi("AdmissionSnapshot");
+
+export const RouteAssignment = z
+  .object({
+    action_id: z.string(),
+    capability_id: z.string(),
+    tenant_id: z.string(),
+    instance_id: z.string(),
+    version_id: z.string(),
+    manifest_digest: z.string(),
+    replica_id: z.string(),
+    endpoint: z.string(),
+    peer_principal_id: z.string(),
+    peer_principal_kind: z.string(),
+    peer_did: z.string(),
+    trust_domain: z.string(),
+    transport_profile: z.string(),
+    topology: Topology,
+    catalog_revision: z.number().int(),
+    binding_policy_revision: z.number().int(),
+    credential_revision_ref: z.string().nullable(),
+    quota_policy_ref: z.string().nullable(),
+    replica_health_revision: z.number().int(),
+    fence_token: z.string(),
+    admission: AdmissionSnapshot,
+    assigned_at: Timestamp,
+  })
+  .openapi("RouteAssignment");
+export type RouteAssignment = z.infer<typeof RouteAssignment>;
+
+export const ResolveRequest = z
+  .object({ capability_id: Id(), topology: TopologyPreference.optional() })
+  .strict()
+  .openapi("ResolveRequest", { example: { capability_id: "cap:crm.contacts.search", topology: { region: "eu-west" } } });
+
+export const SettlementOutcome = z.enum(["completed", "outcome_unknown", "cancelled", "lease_expired"]);
+export type SettlementOutcome = z.infer<typeof SettlementOutcome>;
+
+export const SettlementRequest = z
+  .object({
+    // Kept exactly as sent (unknown members included): the registry compares it, whole, with the
+    // pinned route, and any difference is fence-lost.
+    assignment: z.looseObject({ action_id: z.string(), fence_token: z.string() }).openapi({ description: "The RouteAssignment exactly as returned by PUT or GET." }),
+    outcome: SettlementOutcome,
+  })
+  .strict()
+  .openapi("SettlementRequest");
+
+export const SettlementResult = z
+  .object({ action_id: z.string(), released: z.boolean(), last_settlement: SettlementOutcome.nullable() })
+  .openapi("SettlementResult");
+
+// Catalog ---------------------------------------------------------------------------------------
+export const CapabilityDefinition = z
+  .object({
+    capability: z.looseObject({ id: z.string(), name: z.string() }),
+    contract_digest: Digest,
+    schema_digest: Digest,
+  })
+  .openapi("CapabilityDefinition");
+
+export const CatalogPage = z
+  .object({
+    catalog_revision: Revision,
+    capabilities: z.array(CapabilityDefinition),
+    next_cursor: z.string().nullable(),
+    total: Count,
+    page_bytes: Count,
+  })
+  .openapi("CatalogPage");
+export type CatalogPage = z.infer<typeof CatalogPage>;
+
+export const CatalogEntry = z
+  .object({ catalog_revision: Revision, definition: CapabilityDefinition })
+  .openapi("CatalogEntry");
+
+export const CatalogQuery = z.object({
+  q: z.string().max(512).refine(noControl, "must not contain NUL").optional(),
+  capability_id: Id().optional(),
+  profile: Id().optional(),
+  cursor: z.string().max(1100).refine(noControl, "must not contain NUL").optional(),
+  limit: z.coerce.number().int().optional().openapi({ description: "Clamped to [1, 200]; default 100." }),
+  max_bytes: z.coerce.number().int().min(1).optional().openapi({ description: "Page byte budget, clamped to [1 KiB, 4 MiB]." }),
+});
+
+// Replica lifecycle -----------------------------------------------------------------------------
+export const LifecycleOperation = z.enum(["register", "heartbeat", "drain", "offline"]);
+export type LifecycleOperation = z.infer<typeof LifecycleOperation>;
+
+export const LifecycleRequest = z
+  .object({
+    request_id: Id(),
+    previous_sequence: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+    lease_ttl_ms: z.number().int().min(1000).max(300000).optional(),
+  })
+  .strict()
+  .openapi("LifecycleRequest", { example: { request_id: "msg_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", previous_sequence: 3, lease_ttl_ms: 30000 } });
+
+export const LifecycleResponse = z
+  .object({
+    replica_id: z.string(),
+    status: z.enum(["ready", "draining", "offline"]),
+    sequence: z.number().int(),
+    lease_expires_at: Timestamp.nullable(),
+  })
+  .openapi("LifecycleResponse");
+
+// Publication -----------------------------------------------------------------------------------
+const Capability = z
+  .looseObject({
+    id: Id(),
+    name: z.string(),
+    input_schema: z.record(z.string(), z.unknown()),
+    output_schema: z.record(z.string(), z.unknown()).nullable().optional(),
+    description: z.string().nullable().optional(),
+  })
+  .openapi("Capability");
+
+export const Manifest = z
+  .looseObject({ capabilities: z.array(Capability), profiles: z.array(Id()).optional() })
+  .openapi("Manifest");
+
+const CheckStatus = z.enum(["not_evaluated", "passed", "failed"]);
+export const Attestation = z
+  .looseObject({
+    artifact_digest: Digest,
+    sbom_digest: Digest,
+    provenance_digest: Digest,
+    signature_ref: Id(512),
+    signer_identity: Id(512),
+    owner: Id(512),
+    supported_aip_versions: z.array(z.string()),
+    conformance_status: CheckStatus,
+    vulnerability_policy_status: CheckStatus,
+    license_policy_status: CheckStatus,
+    revocation_status: CheckStatus,
+  })
+  .openapi("Attestation");
+
+const PositiveLimit = z.number().int().min(1).max(2147483647).nullable().optional();
+
+export const Change = z
+  .discriminatedUnion("op", [
+    z.object({ op: z.literal("put_connector_type"), id: Id(), name: Id(512), owner: Id(512), enabled: z.boolean().optional() }).strict(),
+    z.object({ op: z.literal("set_connector_type_enabled"), id: Id(), enabled: z.boolean() }).strict(),
+    z
+      .object({
+        op: z.literal("admit_version"),
+        id: Id(),
+        connector_type_id: Id(),
+        version: Id(128),
+        status: z.enum(["candidate", "admitted", "active", "revoked"]).optional(),
+        manifest: Manifest,
+        manifest_digest: Digest,
+        attestation: Attestation,
+      })
+      .strict(),
+    z.object({ op: z.literal("set_version_status"), id: Id(), status: z.enum(["candidate", "admitted", "active", "revoked"]) }).strict(),
+    z
+      .object({
+        op: z.literal("put_instance"),
+        id: Id(),
+        connector_type_id: Id(),
+        version_id: Id(),
+        tenant_id: Id(),
+        config_revision: Revision,
+        secret_provider_ref: Id(1024),
+        status: z.enum(["enabled", "disabled"]).optional(),
+      })
+      .strict(),
+    z
+      .object({
+        op: z.literal("put_binding"),
+        tenant_id: Id(),
+        capability_id: Id(),
+        instance_id: Id(),
+        priority: z.number().int().min(0).max(2147483647).optional(),
+        policy_revision: Revision,
+        credential_revision_ref: Id(1024).nullable().optional(),
+        quota_policy_ref: Id().nullable().optional(),
+        enabled: z.boolean().optional(),
+      })
+      .strict(),
+    z
+      .object({
+        op: z.literal("put_admission_policy"),
+        policy_ref: Id(),
+        revision: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+        enabled: z.boolean().optional(),
+        max_global_in_flight: PositiveLimit,
+        max_tenant_in_flight: PositiveLimit,
+        max_connector_type_in_flight: PositiveLimit,
+        max_instance_in_flight: PositiveLimit,
+        max_binding_in_flight: PositiveLimit,
+        max_tenant_retry_in_flight: PositiveLimit,
+        circuit_failure_threshold: z.number().int().min(1).max(2147483647).optional(),
+        circuit_open_ms: z.number().int().min(100).max(3600000).optional(),
+      })
+      .strict(),
+    z
+      .object({
+        op: z.literal("put_replica"),
+        id: Id(),
+        instance_id: Id(),
+        version_id: Id(),
+        endpoint: z.string().max(2048).regex(/^https?:\/\/[A-Za-z0-9.:[\]-]+(\/[^\s?#]*)?$/, "must be an absolute http(s) URL without credentials, query or fragment"),
+        peer_principal_id: Id(512),
+        peer_principal_kind: Id(128),
+        peer_did: Id(1024),
+        trust_domain: Id(),
+        transport_profile: Id(),
+        topology: z.object({ region: Label.optional(), zone: Label.optional(), capacity_class: Label.optional() }).strict().optional(),
+        capacity: z.number().int().min(1).max(1000000),
+      })
+      .strict(),
+  ])
+  .openapi("Change");
+export type Change = z.infer<typeof Change>;
+
+export const PublicationRequest = z
+  .object({ changes: z.array(Change).min(1).max(10000) })
+  .strict()
+  .openapi("PublicationRequest");
+
+export const PublicationResult = z
+  .object({
+    catalog_revision: Revision,
+    changed: Count,
+    dry_run: z.boolean(),
+    results: z.array(
+      z.looseObject({ op: z.string(), outcome: z.enum(["created", "updated", "unchanged"]), id: z.string().optional() }),
+    ),
+  })
+  .openapi("PublicationResult");
+export type PublicationResult = z.infer<typeof PublicationResult>;
+
+// Fleet -----------------------------------------------------------------------------------------
+export const FleetStatus = z
+  .object({
+    catalog_revision: Revision,
+    connector_types: Count,
+    active_versions: Count,
+    enabled_instances: Count,
+    replicas: Count,
+    ready_replicas: Count,
+    draining_replicas: Count,
+    offline_replicas: Count,
+    expired_leases: Count,
+    open_circuits: Count,
+    ready_capacity: Count,
+    active_assignments: Count,
+    observed_at: Timestamp,
+  })
+  .openapi("FleetStatusSummary");
+export type FleetStatus = z.infer<typeof FleetStatus>;
+
+export const LeaseExpiryResult = z.object({ expired: Count, released: Count }).openapi("LeaseExpiryResult");
+
+export const InvariantReport = z
+  .object({
+    checked_at: Timestamp,
+    healthy: z.boolean(),
+    violations: z.array(z.object({ kind: z.string(), detail: z.record(z.string(), z.unknown()) })),
+  })
+  .openapi("InvariantReport");
+export type InvariantReport = z.infer<typeof InvariantReport>;
+
+export const SchemaStatus = z.object({
+  schema_version: z.number().int().nullable(),
+  functions_checksum: z.string().nullable(),
+  functions_intact: z.boolean().nullable(),
+  catalog_revision: Revision,
+});
+export type SchemaStatus = z.infer<typeof SchemaStatus>;

@@ -1,0 +1,182 @@
+/**
+ * Builders of valid publication changes for tests: each returns a change record that the
+ * registry accepts as is; tests override single fields to break exactly one rule.
+ */
+import { canonicalDigest } from "../../src/canonical-json.js";
+import type { Registry } from "../../src/registry/registry.js";
+
+export interface CapabilitySpec {
+  id: string;
+  name?: string;
+  description?: string;
+  input_schema?: Record<string, unknown>;
+  output_schema?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+const hex = (n: number) => n.toString(16).padStart(64, "0");
+let artifactCounter = 0;
+/** A fresh, well-formed sha256 digest (artifact digests must be unique per version). */
+export const uniqueDigest = () => `sha256:${hex(Date.now() * 1000 + ++artifactCounter)}`;
+
+export function capability(spec: CapabilitySpec): Record<string, unknown> {
+  return {
+    name: spec.id.replace(/^cap:/, ""),
+    description: `Capability ${spec.id}`,
+    kind: "tool",
+    input_schema: { type: "object", properties: { q: { type: "string" } } },
+    output_schema: { type: "object" },
+    ...spec,
+  };
+}
+
+export function connectorType(id: string, owner = "org:acme") {
+  return { op: "put_connector_type" as const, id, name: `Connector ${id}`, owner, enabled: true };
+}
+
+export function attestation(owner = "org:acme", overrides: Record<string, unknown> = {}) {
+  return {
+    artifact_digest: uniqueDigest(),
+    sbom_digest: `sha256:${"b".repeat(64)}`,
+    provenance_digest: `sha256:${"c".repeat(64)}`,
+    signature_ref: "sigstore://rekor/1234",
+    signer_identity: "build@acme.example",
+    owner,
+    supported_aip_versions: ["1.0"],
+    conformance_status: "passed",
+    vulnerability_policy_status: "passed",
+    license_policy_status: "passed",
+    revocation_status: "passed",
+    ...overrides,
+  };
+}
+
+export async function version(
+  id: string,
+  typeId: string,
+  capabilities: (string | CapabilitySpec)[],
+  options: { version?: string; status?: string; profiles?: string[]; owner?: string; attestation?: Record<string, unknown> } = {},
+) {
+  const manifest = {
+    manifest_version: "1.0",
+    agent: { id: `service:${typeId}`, kind: "service" },
+    capabilities: capabilities.map((c) => capability(typeof c === "string" ? { id: c } : c)),
+    profiles: options.profiles ?? ["aip.native.http.v1"],
+  };
+  return {
+    op: "admit_version" as const,
+    id,
+    connector_type_id: typeId,
+    version: options.version ?? id,
+    status: options.status ?? "active",
+    manifest,
+    manifest_digest: await canonicalDigest(manifest),
+    attestation: options.attestation ?? attestation(options.owner),
+  };
+}
+
+export function instance(id: string, typeId: string, versionId: string, tenantId: string, configRevision = 1, extra: Record<string, unknown> = {}) {
+  return {
+    op: "put_instance" as const,
+    id,
+    connector_type_id: typeId,
+    version_id: versionId,
+    tenant_id: tenantId,
+    config_revision: configRevision,
+    secret_provider_ref: `vault://tenants/${tenantId}/${id}`,
+    status: "enabled",
+    ...extra,
+  };
+}
+
+export function binding(tenantId: string, capabilityId: string, instanceId: string, extra: Record<string, unknown> = {}) {
+  return {
+    op: "put_binding" as const,
+    tenant_id: tenantId,
+    capability_id: capabilityId,
+    instance_id: instanceId,
+    priority: 10,
+    policy_revision: 1,
+    credential_revision_ref: "credential-revision-1",
+    enabled: true,
+    ...extra,
+  };
+}
+
+export function policy(policyRef: string, extra: Record<string, unknown> = {}) {
+  return {
+    op: "put_admission_policy" as const,
+    policy_ref: policyRef,
+    revision: 1,
+    enabled: true,
+    max_global_in_flight: null,
+    max_tenant_in_flight: 1000,
+    max_connector_type_in_flight: null,
+    max_instance_in_flight: 500,
+    max_binding_in_flight: 250,
+    max_tenant_retry_in_flight: 100,
+    circuit_failure_threshold: 3,
+    circuit_open_ms: 30000,
+    ...extra,
+  };
+}
+
+export function replica(
+  id: string,
+  instanceId: string,
+  versionId: string,
+  extra: { region?: string; zone?: string; capacity_class?: string; capacity?: number; endpoint?: string } = {},
+) {
+  return {
+    op: "put_replica" as const,
+    id,
+    instance_id: instanceId,
+    version_id: versionId,
+    endpoint: extra.endpoint ?? `https://${id.replace(/[^a-z0-9-]/gi, "-")}.hosts.example/aip/v1/messages`,
+    peer_principal_id: `service:${instanceId}`,
+    peer_principal_kind: "service",
+    peer_did: `did:key:z6Mk${id.replace(/[^a-z0-9]/gi, "")}`,
+    trust_domain: "hosts.example",
+    transport_profile: "aip.native.http.v1",
+    topology: { region: extra.region ?? "eu-west", zone: extra.zone ?? "eu-west-1a", capacity_class: extra.capacity_class ?? "standard" },
+    capacity: extra.capacity ?? 10,
+  };
+}
+
+let requestCounter = 0;
+export const requestId = () => `msg_${Date.now().toString(16)}${(++requestCounter).toString(16).padStart(8, "0")}`;
+
+/** Register a provisioned replica and return its sequence. */
+export async function registerReplica(registry: Registry, replicaId: string, leaseTtlMs = 60_000): Promise<number> {
+  const answer = await registry.replicaLifecycle(replicaId, "register", { request_id: requestId(), lease_ttl_ms: leaseTtlMs });
+  return answer.sequence;
+}
+
+/**
+ * A small fleet: one type, one active version with `capabilities`, and per tenant one instance
+ * with one replica (registered), bound to every capability.
+ */
+export async function publishSimpleFleet(
+  registry: Registry,
+  options: { prefix?: string; tenants?: string[]; capabilities?: string[]; capacity?: number; policyRef?: string } = {},
+) {
+  const prefix = options.prefix ?? "t";
+  const tenants = options.tenants ?? ["tenant-a"];
+  const capabilities = options.capabilities ?? [`cap:${prefix}.search`];
+  const typeId = `ctype_${prefix}`;
+  const versionId = `cver_${prefix}_1`;
+  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, capabilities)];
+  if (options.policyRef) changes.push(policy(options.policyRef));
+  const replicas: string[] = [];
+  for (const tenant of tenants) {
+    const instanceId = `cinst_${prefix}_${tenant}`;
+    changes.push(instance(instanceId, typeId, versionId, tenant));
+    for (const cap of capabilities) changes.push(binding(tenant, cap, instanceId, options.policyRef ? { quota_policy_ref: options.policyRef } : {}));
+    const replicaId = `crepl_${prefix}_${tenant}`;
+    changes.push(replica(replicaId, instanceId, versionId, { capacity: options.capacity ?? 10 }));
+    replicas.push(replicaId);
+  }
+  const result = await registry.publish(changes);
+  for (const replicaId of replicas) await registerReplica(registry, replicaId);
+  return { typeId, versionId, tenants, capabilities, replicas, revision: result.catalog_revision };
+}
