@@ -2,11 +2,10 @@
  * Drives the REAL @neondatabase/serverless driver (Node + ws) through the
  * local Neon proxy against a plain PostgreSQL, over HTTP and WebSocket.
  *
- * Needs a PostgreSQL at PROXY_TEST_PG (default postgres://postgres@127.0.0.1:5432/test)
- * whose user may CREATE ROLE and CREATE TABLE.
+ * Runs against the test server of the global setup (its superuser may CREATE ROLE and TABLE).
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
 import { Client, NeonDbError, Pool, neon, neonConfig } from '@neondatabase/serverless';
 import {
@@ -16,7 +15,7 @@ import {
   type NeonProxy,
 } from '../../src/dev/neon-proxy.js';
 
-const PG_URL = process.env.PROXY_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
+const PG_URL = inject('pgServer').adminUrl;
 const target = new URL(PG_URL);
 const suffix = randomBytes(4).toString('hex');
 const table = `neon_proxy_test_${suffix}`;

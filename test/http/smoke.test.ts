@@ -1,0 +1,24 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../support/fleet.js";
+import { createTestApi, type TestApi } from "../support/http.js";
+
+let db: TestDatabase;
+let api: TestApi;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  api = createTestApi(db.registry);
+  await publishSimpleFleet(db.registry);
+});
+afterAll(() => db?.close());
+
+it("resolves, reads and settles a route over HTTP", async () => {
+  const token = await api.tenantToken("tenant-a");
+  const created = await api.call("PUT", "/v1/routes/act_http_smoke", { token, body: { capability_id: "cap:t.search" } });
+  expect(created.status).toBe(201);
+  const assignment = await created.json();
+  const read = await api.call("GET", "/v1/routes/act_http_smoke", { token });
+  expect(await read.json()).toEqual(assignment);
+  const settled = await api.call("POST", "/v1/routes/act_http_smoke/settlement", { token, body: { assignment, outcome: "completed" } });
+  expect(await settled.json()).toEqual({ action_id: "act_http_smoke", released: true, last_settlement: "completed" });
+});

@@ -1,0 +1,67 @@
+/**
+ * A private database per test file, cloned from the migrated template (milliseconds, isolated),
+ * with a Registry whose data and control executors connect as the real runtime roles.
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { inject } from "vitest";
+import { createPgPool, pgExecutor } from "../../src/db/pg.js";
+import { Registry } from "../../src/registry/registry.js";
+import { databaseUrl, type PgServerInfo } from "./server.js";
+
+export interface TestDatabase {
+  name: string;
+  server: PgServerInfo;
+  /** Owner (superuser) URL: for assertions that look at tables directly. */
+  ownerUrl: string;
+  dataUrl: string;
+  controlUrl: string;
+  registry: Registry;
+  /** Owner pool for direct SQL in assertions. */
+  owner: pg.Pool;
+  dataPool: pg.Pool;
+  /** A registry on fresh pools of the given size (for concurrency tests). */
+  registryWithPool(size: number): { registry: Registry; pools: pg.Pool[] };
+  close(): Promise<void>;
+}
+
+export async function createTestDatabase(options: { dataPoolSize?: number } = {}): Promise<TestDatabase> {
+  const server = inject("pgServer");
+  const name = `aip_t_${server.runId}_${randomBytes(5).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: server.adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${server.template}`);
+  } finally {
+    await admin.end();
+  }
+  const ownerUrl = databaseUrl(server, name);
+  const dataUrl = databaseUrl(server, name, "aip_test_data");
+  const controlUrl = databaseUrl(server, name, "aip_test_control");
+  const owner = createPgPool(ownerUrl, { max: 4 });
+  const dataPool = createPgPool(dataUrl, { max: options.dataPoolSize ?? 8 });
+  const controlPool = createPgPool(controlUrl, { max: 2 });
+  const extraPools: pg.Pool[] = [];
+  return {
+    name,
+    server,
+    ownerUrl,
+    dataUrl,
+    controlUrl,
+    owner,
+    dataPool,
+    registry: new Registry({ data: pgExecutor(dataPool), control: pgExecutor(controlPool) }),
+    registryWithPool(size: number) {
+      const data = createPgPool(dataUrl, { max: size });
+      extraPools.push(data);
+      return { registry: new Registry({ data: pgExecutor(data), control: pgExecutor(controlPool) }), pools: [data] };
+    },
+    async close() {
+      await Promise.all([owner.end(), dataPool.end(), controlPool.end(), ...extraPools.map((p) => p.end())]);
+      const admin = new pg.Client({ connectionString: server.adminUrl });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+      await admin.end();
+    },
+  };
+}
