@@ -1,16 +1,23 @@
 /**
  * The Hono app factory: the same app serves Node (src/node.ts) and Workers (src/worker.ts).
- * Middleware order: request id, access log, body limit, auth (per area), routes; every failure
- * becomes a problem+json response in onError.
+ * Middleware order: request id, access log, metrics, body limit, auth (per area), routes; every
+ * failure becomes a problem+json response in onError (or notFound), which records its code for
+ * the log and the metrics.
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
 import { authenticate } from "./http/guards.js";
+import { registerDashboardRoute } from "./dashboard/route.js";
 import { problemResponse } from "./http/problem.js";
+import { accessLog, type AccessLogSink } from "./observability/access-log.js";
+import { RegistryMetrics, type MetricsOptions } from "./observability/metrics.js";
+import { recordProblemCode } from "./observability/request-info.js";
+import { registerMetricsRoute } from "./observability/route.js";
 import { RegistryError } from "./registry/errors.js";
 import type { Registry } from "./registry/registry.js";
 import { registerAdminRoutes } from "./routes/admin.js";
@@ -20,14 +27,8 @@ import { registerOpsRoutes } from "./routes/ops.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
 import { registerRoutingRoutes } from "./routes/routing.js";
 
-export interface AccessLogEntry {
-  request_id: string;
-  method: string;
-  route: string;
-  status: number;
-  latency_ms: number;
-  code?: string;
-}
+export type { AccessLogEntry } from "./observability/access-log.js";
+export type { MetricsOptions, PoolUsage } from "./observability/metrics.js";
 
 export interface AppOptions {
   registry: Registry;
@@ -36,8 +37,12 @@ export interface AppOptions {
   bodyLimitBytes?: number;
   /** Body limit of publications (default 32 MiB: a version manifest alone may be 4 MiB). */
   adminBodyLimitBytes?: number;
-  /** Structured access log sink; never receives tokens or request bodies. */
-  log?: (entry: AccessLogEntry) => void;
+  /** Structured access log sink (see observability/access-log.ts); never receives tokens, bodies or paths. */
+  log?: AccessLogSink;
+  /** Serve Prometheus metrics at /metrics (the Node server; omitted on Workers). */
+  metrics?: MetricsOptions;
+  /** Serve the fleet dashboard at /dashboard (default true). */
+  dashboard?: boolean;
 }
 
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
@@ -52,22 +57,9 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   });
 
   app.use(requestId());
-  if (options.log) {
-    const log = options.log;
-    app.use(async (c, next) => {
-      const started = performance.now();
-      await next();
-      const code = c.res.headers.get("content-type")?.startsWith("application/problem+json") ? c.res.headers.get("x-problem-code") : null;
-      log({
-        request_id: c.get("requestId"),
-        method: c.req.method,
-        route: c.req.routePath,
-        status: c.res.status,
-        latency_ms: Math.round((performance.now() - started) * 100) / 100,
-        ...(code ? { code } : {}),
-      });
-    });
-  }
+  if (options.log) app.use(accessLog(options.log));
+  const metrics = options.metrics ? new RegistryMetrics(options.metrics) : undefined;
+  if (metrics) app.use(metrics.middleware());
 
   const tooLarge = () => {
     throw new RegistryError("payload-too-large", "the request body exceeds the size limit");
@@ -85,8 +77,15 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerReplicaRoutes(app, registry);
   registerAdminRoutes(app, registry);
   registerFleetRoutes(app, registry);
+  if (options.dashboard ?? true) registerDashboardRoute(app);
+  if (metrics && options.metrics) registerMetricsRoute(app, { registry, metrics, authenticator: options.authenticator, options: options.metrics });
 
-  app.notFound((c) => problemResponse(c, new RegistryError("not-found", `no route for ${c.req.method} ${c.req.path}`)));
+  const respond = (c: Context, error: RegistryError) => {
+    recordProblemCode(c, error.code);
+    return problemResponse(c, error);
+  };
+
+  app.notFound((c) => respond(c, new RegistryError("not-found", `no route for ${c.req.method} ${c.req.path}`)));
   app.onError((error, c) => {
     let registryError: RegistryError;
     if (error instanceof RegistryError) {
@@ -100,9 +99,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       console.error(JSON.stringify({ level: "error", msg: "unhandled error", request_id: c.get("requestId"), error: String((error as Error)?.stack ?? error) }));
       registryError = new RegistryError("internal", "internal error");
     }
-    const response = problemResponse(c, registryError);
-    response.headers.set("x-problem-code", registryError.code);
-    return response;
+    return respond(c, registryError);
   });
   return app;
 }

@@ -1,0 +1,54 @@
+/**
+ * Structured access logs: one JSON object per request. The entry is built from a fixed set of
+ * fields, so nothing from headers, the query string or the body can reach the log: no bearer
+ * tokens, no secret_provider_ref or credential_revision_ref, no identifiers in the route (it is
+ * the template, not the path).
+ */
+import type { MiddlewareHandler } from "hono";
+import type { AppEnv } from "../http/env.js";
+import { problemCodeOf, routeLabel } from "./request-info.js";
+
+export interface AccessLogEntry {
+  request_id: string;
+  method: string;
+  route: string;
+  status: number;
+  latency_ms: number;
+  /** The problem code of an error response. */
+  code?: string;
+  /** The verified tenant of the caller, when its token carries one. */
+  tenant_id?: string;
+}
+
+export type AccessLogSink = (entry: AccessLogEntry) => void;
+
+/** A sink writing one JSON line per entry (stdout by default), with time and level. */
+export function jsonLines(write: (line: string) => void = (line) => console.log(line)): AccessLogSink {
+  return (entry) =>
+    write(JSON.stringify({ time: new Date().toISOString(), level: entry.status >= 500 ? "error" : "info", msg: "request", ...entry }));
+}
+
+export function accessLog(sink: AccessLogSink): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const started = performance.now();
+    await next();
+    const status = c.res.status;
+    const code = problemCodeOf(c);
+    // Unset when authentication failed or the route needs none.
+    const tenant = (c.get("principal") as AppEnv["Variables"]["principal"] | undefined)?.tenantId;
+    const entry: AccessLogEntry = {
+      request_id: c.get("requestId"),
+      method: c.req.method,
+      route: routeLabel(c),
+      status,
+      latency_ms: Math.round((performance.now() - started) * 100) / 100,
+      ...(code ? { code } : {}),
+      ...(tenant ? { tenant_id: tenant } : {}),
+    };
+    try {
+      sink(entry);
+    } catch {
+      // A failing log sink must not turn a served request into an error.
+    }
+  };
+}

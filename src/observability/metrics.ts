@@ -1,0 +1,125 @@
+/**
+ * The registry's Prometheus metrics (Node server): request latency by route and status, resolve
+ * outcomes by problem code, database pool usage, and fleet gauges read from aip_fleet_status()
+ * at scrape time (one SQL statement per scrape; nothing is polled in the background).
+ */
+import type { MiddlewareHandler } from "hono";
+import type { AppEnv } from "../http/env.js";
+import type { Registry } from "../registry/registry.js";
+import { MetricRegistry } from "./prometheus.js";
+import { problemCodeOf, routeLabel } from "./request-info.js";
+
+/** A database pool's usage, e.g. pg.Pool's totalCount / idleCount / waitingCount. */
+export interface PoolUsage {
+  pool: string;
+  total: number;
+  idle: number;
+  waiting: number;
+  max?: number;
+}
+
+export interface MetricsOptions {
+  /** Pool usage at scrape time (Node: the pg pools; PGlite has none). */
+  pools?: () => PoolUsage[];
+  /**
+   * Serve /metrics without a bearer token. By default a scrape needs a token with `fleet:read`,
+   * like GET /v1/fleet/status, since it exposes the same aggregates.
+   */
+  public?: boolean;
+}
+
+/** Seconds; from sub-millisecond in-process calls to the 10 s statement timeout. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+const RESOLVE_ROUTE = "/v1/routes/:action_id";
+
+export class RegistryMetrics {
+  private readonly metrics = new MetricRegistry();
+  private readonly requestDuration = this.metrics.histogram(
+    "aip_http_request_duration_seconds",
+    "HTTP request latency by route template, method and status.",
+    ["method", "route", "status"],
+    LATENCY_BUCKETS,
+  );
+  private readonly resolutions = this.metrics.counter(
+    "aip_route_resolutions_total",
+    "Route resolutions (PUT /v1/routes/{action_id}) by outcome: created, existing, reacquired, or the problem code of a refusal.",
+    ["outcome"],
+  );
+  private readonly poolConnections = this.metrics.gauge("aip_db_pool_connections", "Open database connections per pool.", ["pool"]);
+  private readonly poolIdle = this.metrics.gauge("aip_db_pool_idle_connections", "Idle database connections per pool.", ["pool"]);
+  private readonly poolWaiting = this.metrics.gauge("aip_db_pool_waiting_requests", "Queries waiting for a database connection per pool.", ["pool"]);
+  private readonly poolMax = this.metrics.gauge("aip_db_pool_max_connections", "Configured maximum connections per pool.", ["pool"]);
+  private readonly fleetUp = this.metrics.gauge("aip_fleet_status_up", "1 when the fleet status could be read at this scrape, else 0.");
+  private readonly catalogRevision = this.metrics.gauge("aip_catalog_revision", "The published catalog revision.");
+  private readonly fleetRecords = this.metrics.gauge(
+    "aip_fleet_records",
+    "Catalog records: connector types, active (qualified) versions and enabled instances.",
+    ["kind"],
+  );
+  private readonly fleetReplicas = this.metrics.gauge(
+    "aip_fleet_replicas",
+    "Replicas by status; `expired` counts live-status replicas whose lease has run out.",
+    ["status"],
+  );
+  private readonly openCircuits = this.metrics.gauge("aip_fleet_open_circuits", "Replicas whose circuit is open.");
+  private readonly readyCapacity = this.metrics.gauge("aip_fleet_ready_capacity", "Summed capacity of ready replicas with a live lease.");
+  private readonly activeAssignments = this.metrics.gauge("aip_fleet_active_assignments", "Reserved route assignments across all replicas.");
+
+  private readonly fleetGauges = [
+    this.catalogRevision,
+    this.fleetRecords,
+    this.fleetReplicas,
+    this.openCircuits,
+    this.readyCapacity,
+    this.activeAssignments,
+  ];
+
+  constructor(private readonly options: MetricsOptions = {}) {}
+
+  /** Records every request, including error responses produced by onError. */
+  middleware(): MiddlewareHandler<AppEnv> {
+    return async (c, next) => {
+      const started = performance.now();
+      await next();
+      const route = routeLabel(c);
+      const status = c.res.status;
+      this.requestDuration.observe({ method: c.req.method, route, status: String(status) }, (performance.now() - started) / 1000);
+      if (route === RESOLVE_ROUTE && c.req.method === "PUT") {
+        const outcome = status < 300 ? c.res.headers.get("aip-route-outcome") : problemCodeOf(c);
+        this.resolutions.inc({ outcome: outcome ?? `http-${status}` });
+      }
+    };
+  }
+
+  /** The exposition text; reads the fleet status once. */
+  async scrape(registry: Registry): Promise<string> {
+    for (const pool of this.options.pools?.() ?? []) {
+      this.poolConnections.set({ pool: pool.pool }, pool.total);
+      this.poolIdle.set({ pool: pool.pool }, pool.idle);
+      this.poolWaiting.set({ pool: pool.pool }, pool.waiting);
+      if (pool.max !== undefined) this.poolMax.set({ pool: pool.pool }, pool.max);
+    }
+    try {
+      const status = await registry.fleetStatus();
+      this.fleetUp.set({}, 1);
+      this.catalogRevision.set({}, status.catalog_revision);
+      this.fleetRecords.set({ kind: "connector_types" }, status.connector_types);
+      this.fleetRecords.set({ kind: "active_versions" }, status.active_versions);
+      this.fleetRecords.set({ kind: "enabled_instances" }, status.enabled_instances);
+      this.fleetReplicas.set({ status: "ready" }, status.ready_replicas);
+      this.fleetReplicas.set({ status: "draining" }, status.draining_replicas);
+      this.fleetReplicas.set({ status: "offline" }, status.offline_replicas);
+      this.fleetReplicas.set({ status: "expired" }, status.expired_leases);
+      this.openCircuits.set({}, status.open_circuits);
+      this.readyCapacity.set({}, status.ready_capacity);
+      this.activeAssignments.set({}, status.active_assignments);
+    } catch {
+      // Still answer: request metrics matter most when the database is the problem. Drop the
+      // fleet gauges rather than repeat the last scrape's values as if they were current.
+      for (const family of this.fleetGauges) family.reset();
+      this.fleetUp.set({}, 0);
+    }
+    return this.metrics.render();
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * The OpenAPI document is generated from the same zod schemas that validate requests. These
+ * checks hold it to OpenAPI 3.1's structure (a focused validator: no schema package needed) and
+ * to the app: every registered route is documented, every $ref resolves, every operation
+ * documents its problems.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { createApp } from "../../src/app.js";
+import { createAuthenticator } from "../../src/http/auth.js";
+import { PROBLEM_CONTENT_TYPE } from "../../src/http/problem.js";
+import { Registry } from "../../src/registry/registry.js";
+import { TEST_SECRET } from "../support/http.js";
+
+type Json = Record<string, unknown>;
+const HTTP_METHODS = ["get", "put", "post", "delete", "patch", "head", "options", "trace"] as const;
+
+// No database: the document and the route table do not touch it.
+const unusedRegistry = new Registry({ data: { query: () => Promise.reject(new Error("no database in this test")) } });
+const app = createApp({ registry: unusedRegistry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), metrics: {} });
+
+/** The documentation endpoints themselves: the document does not describe itself. */
+const SELF_DOCUMENTING = new Set(["GET /openapi.json", "GET /docs"]);
+
+let doc: Json;
+let operations: { key: string; path: string; method: string; op: Json }[];
+
+beforeAll(async () => {
+  const response = await app.request("/openapi.json");
+  expect(response.status).toBe(200);
+  expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+  doc = (await response.json()) as Json;
+  operations = Object.entries(doc.paths as Record<string, Json>).flatMap(([path, item]) =>
+    HTTP_METHODS.filter((m) => item[m]).map((method) => ({ key: `${method.toUpperCase()} ${path}`, path, method, op: item[method] as Json })),
+  );
+});
+
+function resolvePointer(root: Json, ref: string): unknown {
+  if (!ref.startsWith("#/")) return undefined;
+  return ref
+    .slice(2)
+    .split("/")
+    .map((part) => part.replace(/~1/g, "/").replace(/~0/g, "~"))
+    .reduce<unknown>((node, part) => (node && typeof node === "object" ? (node as Json)[part] : undefined), root);
+}
+
+function collectRefs(node: unknown, at: string, out: { at: string; ref: string }[] = []) {
+  if (Array.isArray(node)) node.forEach((child, i) => collectRefs(child, `${at}/${i}`, out));
+  else if (node && typeof node === "object") {
+    for (const [key, value] of Object.entries(node)) {
+      if (key === "$ref" && typeof value === "string") out.push({ at, ref: value });
+      else collectRefs(value, `${at}/${key}`, out);
+    }
+  }
+  return out;
+}
+
+describe("the OpenAPI 3.1 document", () => {
+  it("has the 3.1 top-level structure", () => {
+    expect(doc.openapi).toBe("3.1.0");
+    const info = doc.info as Json;
+    expect(typeof info.title).toBe("string");
+    expect(typeof info.version).toBe("string");
+    expect(Object.keys(doc.paths as Json).length).toBeGreaterThan(10);
+    expect(((doc.components as Json).securitySchemes as Json).bearer).toEqual({ type: "http", scheme: "bearer", bearerFormat: "JWT" });
+    for (const path of Object.keys(doc.paths as Json)) expect(path, "paths start with /").toMatch(/^\//);
+  });
+
+  it("resolves every $ref", () => {
+    const refs = collectRefs(doc, "#");
+    expect(refs.length).toBeGreaterThan(20);
+    const dangling = refs.filter(({ ref }) => resolvePointer(doc, ref) === undefined);
+    expect(dangling).toEqual([]);
+  });
+
+  it("gives every operation a summary, declared tags, documented path parameters and described responses", () => {
+    const declaredTags = new Set(((doc.tags as Json[]) ?? []).map((t) => t.name));
+    for (const { key, path, op } of operations) {
+      expect(typeof op.summary, `${key} summary`).toBe("string");
+      const tags = op.tags as string[];
+      expect(tags?.length, `${key} tags`).toBeGreaterThan(0);
+      for (const tag of tags) expect(declaredTags.has(tag), `${key} tag ${tag} is declared`).toBe(true);
+
+      const templated = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+      const pathParams = ((op.parameters as Json[]) ?? []).filter((p) => p.in === "path");
+      expect(pathParams.map((p) => p.name).sort(), `${key} path parameters`).toEqual([...templated].sort());
+      for (const p of pathParams) expect(p.required, `${key} ${String(p.name)} is required`).toBe(true);
+
+      const responses = op.responses as Record<string, Json>;
+      expect(Object.keys(responses ?? {}).length, `${key} responses`).toBeGreaterThan(0);
+      expect(Object.keys(responses).some((s) => s.startsWith("2")), `${key} has a success response`).toBe(true);
+      for (const [status, response] of Object.entries(responses)) {
+        expect(status, `${key} status code`).toMatch(/^[1-5]\d\d$/);
+        expect(typeof response.description, `${key} ${status} description`).toBe("string");
+      }
+      if (op.requestBody) {
+        const content = (op.requestBody as Json).content as Json;
+        expect(Object.keys(content), `${key} request body media type`).toEqual(["application/json"]);
+      }
+    }
+  });
+
+  it("documents every error response as problem+json with the Problem schema", () => {
+    const problem = resolvePointer(doc, "#/components/schemas/Problem") as Json;
+    expect(problem.required).toEqual(expect.arrayContaining(["type", "title", "status", "detail", "code"]));
+    for (const { key, op } of operations) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        if (Number(status) < 400 || key === "GET /readyz") continue; // readiness answers 503 with its own JSON body
+        const content = response.content as Json;
+        expect(Object.keys(content ?? {}), `${key} ${status}`).toEqual([PROBLEM_CONTENT_TYPE]);
+        expect((content[PROBLEM_CONTENT_TYPE] as Json).schema, `${key} ${status}`).toEqual({ $ref: "#/components/schemas/Problem" });
+        expect(response.description, `${key} ${status} names its problem codes`).toMatch(/`[a-z-]+`/);
+      }
+    }
+  });
+
+  it("documents 401 and 403 on every bearer-protected operation, and 400 where input is validated", () => {
+    const protectedOps = operations.filter(({ op }) => Array.isArray(op.security) && (op.security as Json[]).some((s) => "bearer" in s));
+    expect(protectedOps.length).toBeGreaterThan(10);
+    for (const { key, op } of protectedOps) {
+      const statuses = Object.keys(op.responses as Json);
+      expect(statuses, key).toEqual(expect.arrayContaining(["401", "403"]));
+    }
+    for (const { key, op } of operations.filter(({ op }) => op.requestBody || (op.parameters as Json[] | undefined)?.length)) {
+      expect(Object.keys(op.responses as Json), `${key} documents invalid input`).toContain("400");
+    }
+  });
+
+  it("documents the resolve operation's problem codes", () => {
+    const resolve = operations.find((o) => o.key === "PUT /v1/routes/{action_id}")?.op as Json;
+    const responses = resolve.responses as Record<string, Json>;
+    expect(Object.keys(responses)).toEqual(expect.arrayContaining(["200", "201", "400", "401", "403", "404", "409", "429", "503"]));
+    expect(responses["404"]?.description).toContain("`binding-unavailable`");
+    expect(responses["429"]?.description).toContain("`capacity-exceeded`");
+    expect(responses["503"]?.description).toContain("`replica-unavailable`");
+  });
+});
+
+describe("the document and the app agree", () => {
+  it("documents every registered route (method and path)", () => {
+    const documented = new Set(operations.map((o) => o.key));
+    const registered = new Set(
+      app.routes
+        .filter((r) => r.method !== "ALL") // middleware
+        .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z0-9_]+)/g, "{$1}")}`),
+    );
+    expect(registered.size).toBeGreaterThan(15);
+    const undocumented = [...registered].filter((key) => !documented.has(key) && !SELF_DOCUMENTING.has(key));
+    expect(undocumented).toEqual([]);
+    // And nothing documented is missing from the app.
+    expect([...documented].filter((key) => !registered.has(key))).toEqual([]);
+  });
+
+  it("serves the interactive reference at /docs, pointing at /openapi.json", async () => {
+    const response = await app.request("/docs");
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^text\/html/);
+    const html = await response.text();
+    expect(html).toContain("Scalar.createApiReference");
+    expect(html).toContain('"url": "/openapi.json"');
+  });
+});

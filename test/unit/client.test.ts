@@ -1,0 +1,154 @@
+/**
+ * The typed client against the real app (in process, real auth, real SQL functions): results
+ * arrive typed, problem+json answers surface as RegistryProblem with their code and extension
+ * members, and every documented operation is reachable through a client method.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RegistryClient, RegistryProblem, type Change } from "../../src/client.js";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, replica, requestId, version } from "../support/fleet.js";
+import { createTestApi, type TestApi } from "../support/http.js";
+
+let db: TestDatabase;
+let api: TestApi;
+/** Every request the clients send, as "METHOD /path" (no query). */
+const sent: string[] = [];
+
+function client(token?: string | (() => Promise<string>)): RegistryClient {
+  return new RegistryClient({
+    baseUrl: "http://registry.test/",
+    ...(token ? { token } : {}),
+    fetch: (url, init) => {
+      sent.push(`${init.method} ${new URL(url).pathname}`);
+      return Promise.resolve(api.app.request(url, init));
+    },
+  });
+}
+
+let admin: RegistryClient;
+let host: RegistryClient;
+let gateway: RegistryClient;
+
+const fleet = async (): Promise<Change[]> => [
+  connectorType("ctype_client"),
+  await version("cver_client_1", "ctype_client", ["cap:client.search", "cap:client.write"]),
+  instance("cinst_client_a", "ctype_client", "cver_client_1", "tenant-a"),
+  binding("tenant-a", "cap:client.search", "cinst_client_a"),
+  replica("crepl_client_a", "cinst_client_a", "cver_client_1", { capacity: 1 }),
+] as Change[];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  api = createTestApi(db.registry);
+  admin = client(await api.adminToken());
+  host = client(await api.hostToken());
+  // A token function: called per request, as a rotating credential would be.
+  const tenantToken = await api.tenantToken("tenant-a");
+  gateway = client(async () => tenantToken);
+});
+afterAll(() => db?.close());
+
+describe("RegistryClient", () => {
+  it("publishes (dry run first), registers a replica and reads the catalog", async () => {
+    const changes = await fleet();
+    const dry = await admin.publish(changes, { dryRun: true });
+    expect(dry.dry_run).toBe(true);
+    expect(dry.results.map((r) => r.outcome)).toEqual(["created", "created", "created", "created", "created"]);
+    expect(await admin.adminGet("connector-types", "ctype_client")).toBeNull();
+
+    const published = await admin.publish(changes);
+    expect(published).toMatchObject({ dry_run: false, changed: 5, catalog_revision: dry.catalog_revision });
+    expect(await admin.adminGet("connector-types", "ctype_client")).toMatchObject({ id: "ctype_client", enabled: true });
+
+    const lease = await host.replicaLifecycle("crepl_client_a", "register", { request_id: requestId(), lease_ttl_ms: 60_000 });
+    expect(lease).toMatchObject({ replica_id: "crepl_client_a", status: "ready" });
+    const beat = await host.replicaLifecycle("crepl_client_a", "heartbeat", { request_id: requestId(), previous_sequence: lease.sequence });
+    expect(beat.sequence).toBeGreaterThan(lease.sequence);
+
+    const page = await gateway.catalogPage({ limit: 10 });
+    expect(page.catalog_revision).toBe(published.catalog_revision);
+    expect(page.capabilities.map((d) => d.capability.id)).toEqual(["cap:client.search"]);
+    const entry = await gateway.catalogGet("cap:client.search");
+    expect(entry.definition.contract_digest).toMatch(/^sha256:/);
+    const all: string[] = [];
+    for await (const definition of gateway.catalogAll({ limit: 1 })) all.push(definition.capability.id);
+    expect(all).toEqual(["cap:client.search"]);
+  });
+
+  it("resolves, reads, settles and reacquires a route, reporting outcome and reservation from the headers", async () => {
+    const created = await gateway.resolveRoute("act_client_1", { capability_id: "cap:client.search", topology: { region: "eu-west" } });
+    expect(created.outcome).toBe("created");
+    expect(created.assignment).toMatchObject({ action_id: "act_client_1", replica_id: "crepl_client_a", tenant_id: "tenant-a" });
+
+    const again = await gateway.resolveRoute("act_client_1", { capability_id: "cap:client.search" });
+    expect(again).toEqual({ outcome: "existing", assignment: created.assignment });
+
+    expect(await gateway.getRoute("act_client_1")).toEqual({ assignment: created.assignment, reserved: true, last_settlement: null });
+    expect(await gateway.settleRoute("act_client_1", created.assignment, "completed")).toEqual({
+      action_id: "act_client_1",
+      released: true,
+      last_settlement: "completed",
+    });
+    expect(await gateway.getRoute("act_client_1")).toMatchObject({ reserved: false, last_settlement: "completed" });
+    expect((await gateway.resolveRoute("act_client_1", { capability_id: "cap:client.search" })).outcome).toBe("reacquired");
+  });
+
+  it("surfaces problem+json answers as typed RegistryProblem errors", async () => {
+    // The replica's one slot is held by act_client_1 (reacquired above).
+    const full = await gateway.resolveRoute("act_client_2", { capability_id: "cap:client.search" }).catch((e: unknown) => e);
+    expect(full).toBeInstanceOf(RegistryProblem);
+    const problem = full as RegistryProblem;
+    expect(problem.is("replica-unavailable")).toBe(true);
+    expect(problem.status).toBe(503);
+    expect(problem.problem.instance_id).toBe("cinst_client_a");
+    expect(problem.retryAfterMs).toBe(1000);
+    expect(problem.problem.request_id).toEqual(expect.any(String));
+
+    const unbound = (await gateway.resolveRoute("act_client_3", { capability_id: "cap:client.write" }).catch((e: unknown) => e)) as RegistryProblem;
+    expect(unbound).toMatchObject({ code: "binding-unavailable", status: 404 });
+    expect(unbound.problem).toMatchObject({ tenant_id: "tenant-a", capability_id: "cap:client.write" });
+
+    const invalid = (await gateway.resolveRoute("act_client_4", { capability_id: "" }).catch((e: unknown) => e)) as RegistryProblem;
+    expect(invalid.code).toBe("invalid");
+    expect(invalid.problem.errors?.[0]?.field).toBe("capability_id");
+
+    await expect(client().fleetStatus()).rejects.toMatchObject({ code: "unauthorized", status: 401 });
+    await expect(gateway.fleetStatus()).rejects.toMatchObject({ code: "forbidden", status: 403 });
+    await expect(gateway.getRoute("act_never")).rejects.toMatchObject({ code: "not-found" });
+  });
+
+  it("turns a non-registry error answer (a proxy's 502) into a RegistryProblem that keeps the status", async () => {
+    const proxied = new RegistryClient({ baseUrl: "http://registry.test", fetch: async () => new Response("Bad gateway", { status: 502, statusText: "Bad Gateway" }) });
+    const error = (await proxied.health().catch((e: unknown) => e)) as RegistryProblem;
+    expect(error).toBeInstanceOf(RegistryProblem);
+    expect(error).toMatchObject({ status: 502, code: "http-502" });
+    expect(error.problem.detail).toBe("Bad gateway");
+  });
+
+  it("reads fleet, invariants, bindings, the admin catalog and runs lease expiry", async () => {
+    expect(await admin.health()).toEqual({ status: "ok" });
+    expect(await admin.readiness()).toMatchObject({ status: "ready" });
+    expect(await admin.fleetStatus()).toMatchObject({ replicas: 1, ready_replicas: 1, active_assignments: 1 });
+    expect(await admin.checkInvariants()).toMatchObject({ healthy: true, violations: [] });
+    const bindings = await admin.adminBindings("tenant-a", { limit: 10 });
+    expect(bindings.bindings).toEqual([expect.objectContaining({ capability_id: "cap:client.search", instance_id: "cinst_client_a" })]);
+    const unbound = await admin.adminCatalogPage({ unbound: true });
+    expect(unbound.capabilities.map((d) => d.capability.id)).toEqual(["cap:client.search", "cap:client.write"]);
+    expect(await admin.expireLeases(10)).toEqual({ expired: 0, released: 0 });
+  });
+
+  it("reaches every documented operation through a client method", async () => {
+    const doc = (await (await api.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, unknown>> };
+    // Pages for people and scrapers, not API operations a gateway calls.
+    const notForClients = new Set(["GET /dashboard", "GET /metrics"]);
+    const templates = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.keys(item).map((method) => ({
+        key: `${method.toUpperCase()} ${path}`,
+        pattern: new RegExp(`^${method.toUpperCase()} ${path.replace(/\{[^}]+\}/g, "[^/]+")}$`),
+      })),
+    );
+    const reached = new Set(sent.flatMap((request) => templates.filter((t) => t.pattern.test(request)).map((t) => t.key)));
+    const unreached = templates.map((t) => t.key).filter((key) => !reached.has(key) && !notForClients.has(key));
+    expect(unreached).toEqual([]);
+  });
+});
