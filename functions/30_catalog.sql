@@ -1,58 +1,75 @@
 -- Tenant capability catalog: revision-consistent reads and pagination.
 --
 -- Every read takes the shared publication lock, reads the revision and materializes its result in
--- the same statement, so a page never mixes two publications. A continuation cursor is
--- "<revision>:<last capability id>"; presenting it after the revision moved is `stale-cursor`.
+-- the same transaction. Each statement of a (volatile) PL/pgSQL function takes a fresh snapshot,
+-- but no publisher can commit while the shared lock is held, and every publisher that committed
+-- before it was granted is visible: the revision and every row read belong to one publication.
 --
 -- A capability is visible to tenant T when the whole chain holds: an enabled binding of T, its
 -- instance owned by T and enabled, the instance's version active and supply-chain qualified,
 -- the version's type enabled, the version implementing the capability (and, when asked, the
 -- profile). An internal read may instead ask for every active definition, bound or not.
+--
+-- Why the chain is evaluated per binding (a correlated scalar subquery, which PostgreSQL keeps as
+-- a subplan) rather than joined: bindings and instances of a tenant are perfectly correlated, but
+-- the planner multiplies their tenant selectivities and expects a chain to hold for ~1 binding in
+-- 1000. Joined, it then sorts or hashes the tenant's whole binding set for every page (and with a
+-- fast-start goal it even drives the join from aip_version_capabilities). Per binding, a page is
+-- a walk of the bindings primary key (tenant_id, capability_id, ...) in page order, a handful of
+-- primary-key probes per binding, and a stop at the page end, whatever the estimates say.
 
--- The chain, for one binding row. Kept as one SQL function so the catalog, the resolver's
--- binding check and the tests share a single definition; it is inlined by the planner.
+-- The live chain behind one binding: its instance's version when every link beyond the binding
+-- row holds, no row otherwise. Inlined by the planner wherever it is used; the one definition of
+-- the chain for the catalog and the resolver.
+CREATE FUNCTION aip_binding_chain(p_tenant_id text, p_capability_id text, p_instance_id text, p_profile text)
+RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
+  SELECT i.version_id
+  FROM aip_connector_instances i
+  JOIN aip_connector_versions v ON v.version_id = i.version_id
+  JOIN aip_connector_types t ON t.type_id = v.type_id
+  JOIN aip_version_capabilities vc ON vc.version_id = i.version_id AND vc.capability_id = p_capability_id
+  WHERE i.instance_id = p_instance_id AND i.tenant_id = p_tenant_id AND i.status = 'enabled'
+    AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled
+    AND (p_profile IS NULL OR EXISTS (SELECT 1 FROM aip_version_profiles vp
+                                      WHERE vp.version_id = i.version_id AND vp.profile_id = p_profile))
+$$;
+
+-- The chain as a predicate for a binding row the caller has already checked (tenant, capability,
+-- enabled): the resolver's first-binding check uses it.
 CREATE FUNCTION aip_binding_chain_live(p_tenant_id text, p_capability_id text, p_instance_id text, p_profile text)
 RETURNS boolean LANGUAGE sql STABLE AS $$
-  SELECT EXISTS (
-    SELECT 1
-    FROM aip_connector_instances i
-    JOIN aip_connector_versions v ON v.version_id = i.version_id
-    JOIN aip_connector_types t ON t.type_id = v.type_id
-    WHERE i.instance_id = p_instance_id AND i.tenant_id = p_tenant_id AND i.status = 'enabled'
-      AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled
-      AND EXISTS (SELECT 1 FROM aip_version_capabilities vc
-                  WHERE vc.version_id = v.version_id AND vc.capability_id = p_capability_id)
-      AND (p_profile IS NULL OR EXISTS (SELECT 1 FROM aip_version_profiles vp
-                                        WHERE vp.version_id = v.version_id AND vp.profile_id = p_profile)))
+  SELECT EXISTS (SELECT 1 FROM aip_binding_chain(p_tenant_id, p_capability_id, p_instance_id, p_profile))
 $$;
 
--- Some active, qualified version of an enabled type implements the capability (internal reads).
-CREATE FUNCTION aip_capability_active(p_capability_id text, p_profile text)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-  SELECT EXISTS (
-    SELECT 1
-    FROM aip_version_capabilities vc
-    JOIN aip_connector_versions v ON v.version_id = vc.version_id
-    JOIN aip_connector_types t ON t.type_id = v.type_id
-    WHERE vc.capability_id = p_capability_id
-      AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled
-      AND (p_profile IS NULL OR EXISTS (SELECT 1 FROM aip_version_profiles vp
-                                        WHERE vp.version_id = v.version_id AND vp.profile_id = p_profile)))
+-- Active, qualified versions of enabled types that implement a capability (and the profile):
+-- what makes a definition visible to an internal read.
+CREATE FUNCTION aip_capability_implementations(p_capability_id text, p_profile text)
+RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
+  SELECT vc.version_id
+  FROM aip_version_capabilities vc
+  JOIN aip_connector_versions v ON v.version_id = vc.version_id
+  JOIN aip_connector_types t ON t.type_id = v.type_id
+  WHERE vc.capability_id = p_capability_id
+    AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled
+    AND (p_profile IS NULL OR EXISTS (SELECT 1 FROM aip_version_profiles vp
+                                      WHERE vp.version_id = vc.version_id AND vp.profile_id = p_profile))
 $$;
 
--- Capability IDs visible to a reader, in capability order, after p_after ('' = from the start).
--- p_mode: 'tenant' (needs p_tenant_id), 'unbound' (internal), anything else sees nothing.
+-- Capability IDs visible to a reader after p_after ('' = from the start), unordered: callers add
+-- ORDER BY capability_id, which both branches deliver from an index without sorting.
+-- p_mode: 'tenant' (p_tenant_id's chains), 'unbound' (internal: every active definition); any
+-- other mode sees nothing. p_text is already lower-cased and matched literally (strpos, no LIKE
+-- wildcards) against the definition's lower-cased "id name description".
 CREATE FUNCTION aip_catalog_visible(p_mode text, p_tenant_id text, p_after text, p_exact text, p_text text, p_profile text)
 RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
-  SELECT b.capability_id
+  SELECT DISTINCT b.capability_id
   FROM aip_capability_bindings b
   WHERE p_mode = 'tenant'
-    AND b.tenant_id = p_tenant_id AND b.enabled AND b.capability_id > p_after
+    AND b.tenant_id = p_tenant_id AND b.capability_id > p_after AND b.enabled
     AND (p_exact IS NULL OR b.capability_id = p_exact)
-    AND aip_binding_chain_live(b.tenant_id, b.capability_id, b.instance_id, p_profile)
-    AND (p_text IS NULL OR EXISTS (SELECT 1 FROM aip_capability_definitions d
-                                   WHERE d.capability_id = b.capability_id AND strpos(d.search_text, p_text) > 0))
-  GROUP BY b.capability_id
+    AND (p_text IS NULL OR (SELECT strpos(d.search_text, p_text) > 0
+                            FROM aip_capability_definitions d WHERE d.capability_id = b.capability_id))
+    AND (SELECT true FROM aip_binding_chain(b.tenant_id, b.capability_id, b.instance_id, p_profile) LIMIT 1)
   UNION ALL
   SELECT d.capability_id
   FROM aip_capability_definitions d
@@ -60,78 +77,118 @@ RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
     AND d.capability_id > p_after
     AND (p_exact IS NULL OR d.capability_id = p_exact)
     AND (p_text IS NULL OR strpos(d.search_text, p_text) > 0)
-    AND aip_capability_active(d.capability_id, p_profile)
-  ORDER BY 1
+    AND (SELECT true FROM aip_capability_implementations(d.capability_id, p_profile) LIMIT 1)
 $$;
 
--- One bounded page. p_query: {q?, capability_id?, profile?, cursor?, limit?, max_bytes?}.
--- Pages are bounded by item count (default 100, at most 200) and by the summed canonical size of
--- their definitions (at most 4 MiB; a caller may ask for less with max_bytes).
+-- One bounded page. p_query: {q?, capability_id?, profile?, cursor?, limit?, max_bytes?,
+-- if_revision?}.
+--
+-- Pages are ordered by capability ID and bounded by item count (default 100, clamped to [1, 200])
+-- and by the summed canonical size of their definitions (at most 4 MiB; max_bytes asks for less).
+-- A definition is at most 256 KiB (refused at admission otherwise), so a default page always
+-- holds at least one; a max_bytes below the next definition is invalid.
+--
+-- The cursor is "<revision>:<total>:<query fingerprint>:<last capability id>". The revision ties
+-- it to one publication (another revision: stale-cursor). Because the visible set is a function
+-- of the revision, the total counted for the first page holds for every later page of the same
+-- query: carrying it saves re-counting the tenant's whole binding set per page. The fingerprint
+-- (mode, tenant, filters) decides whether the carried total applies; when it does not (filters
+-- changed, another tenant's cursor) the total is counted again. A forged total only misleads its
+-- forger.
+--
+-- if_revision (an HTTP If-None-Match) short-circuits: at that revision the answer is just
+-- {catalog_revision, not_modified: true}, after the cursor was checked.
 CREATE FUNCTION aip_catalog_query(p_mode text, p_tenant_id text, p_query jsonb) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
   c_default_limit constant integer := 100;
   c_max_limit constant integer := 200;
-  c_max_page_bytes constant integer := 4194304;
-  c_min_page_bytes constant integer := 1024;
+  c_max_page_bytes constant bigint := 4194304;
   v_query jsonb := coalesce(p_query, '{}'::jsonb);
-  v_revision bigint;
-  v_cursor text := aip_read_text(v_query, 'cursor', false, 1100);
-  v_after text := '';
-  v_sep integer;
-  v_text text := lower(btrim(coalesce(aip_read_text(v_query, 'q', false, 512), '')));
+  v_q jsonb := v_query -> 'q';
+  v_text text;
   v_exact text := aip_read_text(v_query, 'capability_id', false);
   v_profile text := aip_read_text(v_query, 'profile', false);
-  v_limit integer := least(greatest(coalesce(aip_read_int(v_query, 'limit', -2147483648, 2147483647, false), c_default_limit), 1), c_max_limit);
-  v_max_bytes integer := least(greatest(coalesce(aip_read_int(v_query, 'max_bytes', 0, 2147483647, false), c_max_page_bytes), c_min_page_bytes), c_max_page_bytes);
-  v_items json[] := '{}';
-  v_bytes bigint := 0;
-  v_more boolean := false;
-  v_last text;
+  v_cursor text := aip_read_text(v_query, 'cursor', false, 1100);
+  v_limit integer := least(greatest(coalesce(aip_read_int(v_query, 'limit', -9007199254740991, 9007199254740991, false), c_default_limit), 1), c_max_limit);
+  v_max_bytes bigint := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, 9007199254740991, false), c_max_page_bytes), c_max_page_bytes);
+  v_if_revision bigint := aip_read_int(v_query, 'if_revision', 0, 9007199254740991, false);
+  v_revision bigint;
+  v_fingerprint text;
+  v_parts text[];
+  v_after text := '';
   v_total bigint;
-  rec record;
+  v_items json;
+  v_included integer;
+  v_fetched integer;
+  v_bytes bigint;
+  v_last text;
+  v_next_bytes integer;
 BEGIN
+  IF v_q IS NOT NULL AND jsonb_typeof(v_q) <> 'null' THEN
+    IF jsonb_typeof(v_q) <> 'string' OR octet_length(v_q #>> '{}') > 512 THEN
+      PERFORM aip_invalid_field('q', 'must be a string of at most 512 bytes');
+    END IF;
+    v_text := nullif(lower(btrim(v_q #>> '{}')), '');
+  END IF;
+  v_fingerprint := lpad(to_hex(hashtextextended(jsonb_build_array(p_mode, p_tenant_id, v_exact, v_text, v_profile)::text, 0)), 16, '0');
+
   v_revision := aip_catalog_revision_shared();
-  IF v_text = '' THEN v_text := NULL; END IF;
+
   IF v_cursor IS NOT NULL THEN
-    v_sep := position(':' IN v_cursor);
-    IF v_sep < 2 OR left(v_cursor, v_sep - 1) !~ '^[0-9]{1,18}$' OR v_sep = length(v_cursor) THEN
-      PERFORM aip_invalid_field('cursor', 'is malformed: expected <revision>:<capability id> from a previous page');
+    -- The revision first: a cursor of another publication is stale whatever else it holds.
+    v_parts := regexp_match(v_cursor, '^([0-9]{1,18}):');
+    IF v_parts IS NULL THEN
+      PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged');
     END IF;
-    IF left(v_cursor, v_sep - 1)::bigint <> v_revision THEN
+    IF v_parts[1]::bigint <> v_revision THEN
       PERFORM aip_fail('stale-cursor', 'the catalog changed since this cursor was issued: restart from the first page',
-                       jsonb_build_object('cursor_revision', left(v_cursor, v_sep - 1)::bigint, 'catalog_revision', v_revision));
+                       jsonb_build_object('cursor_revision', v_parts[1]::bigint, 'catalog_revision', v_revision));
     END IF;
-    v_after := substr(v_cursor, v_sep + 1);
+    v_parts := regexp_match(v_cursor, '^[0-9]{1,18}:([0-9]{1,18}):([0-9a-f]{16}):(.+)$');
+    IF v_parts IS NULL THEN
+      PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged');
+    END IF;
+    IF v_parts[2] = v_fingerprint THEN
+      v_total := v_parts[1]::bigint;
+    END IF;
+    v_after := v_parts[3];
   END IF;
 
-  SELECT count(*) INTO v_total FROM aip_catalog_visible(p_mode, p_tenant_id, '', v_exact, v_text, v_profile);
+  IF v_if_revision = v_revision THEN
+    RETURN json_build_object('catalog_revision', v_revision, 'not_modified', true);
+  END IF;
 
-  IF v_total > 0 THEN
-    FOR rec IN
-      SELECT d.capability_id, d.definition_bytes, aip_definition_json(d) AS definition
-      FROM aip_catalog_visible(p_mode, p_tenant_id, v_after, v_exact, v_text, v_profile) s
-      JOIN aip_capability_definitions d ON d.capability_id = s.capability_id
-      ORDER BY d.capability_id
-      LIMIT v_limit + 1
-    LOOP
-      IF cardinality(v_items) = v_limit OR v_bytes + rec.definition_bytes > v_max_bytes THEN
-        v_more := true;
-        EXIT;
-      END IF;
-      v_items := v_items || rec.definition;
-      v_bytes := v_bytes + rec.definition_bytes;
-      v_last := rec.capability_id;
-    END LOOP;
-    IF v_more AND cardinality(v_items) = 0 THEN
-      PERFORM aip_invalid_field('max_bytes', 'is smaller than the next capability definition');
-    END IF;
+  IF v_total IS NULL THEN
+    SELECT count(*) INTO v_total FROM aip_catalog_visible(p_mode, p_tenant_id, '', v_exact, v_text, v_profile);
+  END IF;
+
+  -- Up to limit + 1 IDs in order; a running sum of their sizes marks the ones that fit (a prefix).
+  -- Only those are built into JSON; one more fetched than included means there is a next page.
+  SELECT coalesce(json_agg(aip_definition_json(d) ORDER BY p.n) FILTER (WHERE p.fits), '[]'::json),
+         count(*) FILTER (WHERE p.fits), count(*),
+         coalesce(sum(d.definition_bytes) FILTER (WHERE p.fits), 0),
+         (array_agg(p.capability_id ORDER BY p.n DESC) FILTER (WHERE p.fits))[1],
+         (array_agg(d.definition_bytes ORDER BY p.n))[1]
+  INTO v_items, v_included, v_fetched, v_bytes, v_last, v_next_bytes
+  FROM (SELECT s.capability_id, row_number() OVER w AS n,
+               row_number() OVER w <= v_limit AND sum(d0.definition_bytes) OVER w <= v_max_bytes AS fits
+        FROM (SELECT x.capability_id
+              FROM aip_catalog_visible(p_mode, p_tenant_id, v_after, v_exact, v_text, v_profile) x
+              ORDER BY x.capability_id
+              LIMIT v_limit + 1) s
+        JOIN aip_capability_definitions d0 ON d0.capability_id = s.capability_id
+        WINDOW w AS (ORDER BY s.capability_id ROWS UNBOUNDED PRECEDING)) p
+  JOIN aip_capability_definitions d ON d.capability_id = p.capability_id;
+
+  IF v_fetched > 0 AND v_included = 0 THEN
+    PERFORM aip_invalid_field('max_bytes', format('is smaller than the next capability definition (%s bytes)', v_next_bytes));
   END IF;
 
   RETURN json_build_object(
     'catalog_revision', v_revision,
-    'capabilities', array_to_json(v_items),
-    'next_cursor', CASE WHEN v_more THEN v_revision || ':' || v_last END,
+    'capabilities', v_items,
+    'next_cursor', CASE WHEN v_fetched > v_included THEN concat_ws(':', v_revision, v_total, v_fingerprint, v_last) END,
     'total', v_total,
     'page_bytes', v_bytes);
 END
@@ -149,7 +206,8 @@ BEGIN
 END
 $$;
 
--- Data role: one definition as the tenant sees it; definition is null when not visible.
+-- Data role: one definition as the tenant sees it (no profile filter); definition is null when it
+-- is not visible, and always for a read without a tenant.
 CREATE FUNCTION aip_catalog_get(p_tenant_id text, p_capability_id text) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -158,13 +216,11 @@ DECLARE
   v_revision bigint := aip_catalog_revision_shared();
   v_definition json;
 BEGIN
-  IF nullif(btrim(p_tenant_id), '') IS NOT NULL AND p_capability_id IS NOT NULL THEN
+  IF nullif(btrim(p_tenant_id), '') IS NOT NULL THEN
     SELECT aip_definition_json(d) INTO v_definition
     FROM aip_capability_definitions d
     WHERE d.capability_id = p_capability_id
-      AND EXISTS (SELECT 1 FROM aip_capability_bindings b
-                  WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.enabled
-                    AND aip_binding_chain_live(b.tenant_id, b.capability_id, b.instance_id, NULL));
+      AND EXISTS (SELECT 1 FROM aip_catalog_visible('tenant', p_tenant_id, '', p_capability_id, NULL, NULL));
   END IF;
   RETURN json_build_object('catalog_revision', v_revision, 'definition', v_definition);
 END

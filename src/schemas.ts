@@ -141,11 +141,11 @@ export const CapabilityDefinition = z
 
 export const CatalogPage = z
   .object({
-    catalog_revision: Revision,
-    capabilities: z.array(CapabilityDefinition),
-    next_cursor: z.string().nullable(),
-    total: Count,
-    page_bytes: Count,
+    catalog_revision: Revision.openapi({ description: "The one publication every item of the page was read at." }),
+    capabilities: z.array(CapabilityDefinition).openapi({ description: "In capability ID order." }),
+    next_cursor: z.string().nullable().openapi({ description: "Opaque; pass it back as `cursor` with the same filters. Null on the last page." }),
+    total: Count.openapi({ description: "Every match of the filters at `catalog_revision`, on all pages." }),
+    page_bytes: Count.openapi({ description: "Summed canonical (RFC 8785) size of the page's definitions; at most `max_bytes`." }),
   })
   .openapi("CatalogPage");
 export type CatalogPage = z.infer<typeof CatalogPage>;
@@ -155,12 +155,22 @@ export const CatalogEntry = z
   .openapi("CatalogEntry");
 
 export const CatalogQuery = z.object({
-  q: z.string().max(512).refine(noControl, "must not contain NUL").optional(),
-  capability_id: Id().optional(),
-  profile: Id().optional(),
-  cursor: z.string().max(1100).refine(noControl, "must not contain NUL").optional(),
-  limit: z.coerce.number().int().optional().openapi({ description: "Clamped to [1, 200]; default 100." }),
-  max_bytes: z.coerce.number().int().min(1).optional().openapi({ description: "Page byte budget, clamped to [1 KiB, 4 MiB]." }),
+  q: z
+    .string()
+    .max(512)
+    .refine(noControl, "must not contain NUL")
+    .optional()
+    .openapi({ description: "Case-insensitive literal substring of \"id name description\" (`%` and `_` are ordinary characters); trimmed, blank means no filter." }),
+  capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
+  profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
+  cursor: z.string().max(1100).refine(noControl, "must not contain NUL").optional().openapi({ description: "`next_cursor` of the previous page." }),
+  limit: z.coerce.number().int().optional().openapi({ description: "Items per page, clamped to [1, 200]; default 100." }),
+  max_bytes: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .openapi({ description: "Page byte budget (canonical JSON of the definitions); at most 4 MiB, the default. Smaller than the next definition: 400." }),
 });
 
 // Replica lifecycle -----------------------------------------------------------------------------

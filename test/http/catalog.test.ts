@@ -1,0 +1,182 @@
+/**
+ * The catalog over HTTP: tokens and scopes, the tenant from the token only, query validation,
+ * problem codes, ETag revalidation, and the internal admin read.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, publishSimpleFleet, requestId, version } from "../support/fleet.js";
+import { createTestApi, type TestApi } from "../support/http.js";
+
+let db: TestDatabase;
+let api: TestApi;
+let tokenA: string;
+let tokenB: string;
+const capsA = ["cap:h.alpha", "cap:h.beta", "cap:h.gamma"];
+let replicaA: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  api = createTestApi(db.registry);
+  const fleet = await publishSimpleFleet(db.registry, { prefix: "h", tenants: ["tenant-ha"], capabilities: capsA });
+  replicaA = fleet.replicas[0]!;
+  await db.registry.publish([
+    connectorType("ctype_hb"),
+    await version("cver_hb", "ctype_hb", ["cap:hb.one", "cap:hb.50%_off"]),
+    instance("cinst_hb", "ctype_hb", "cver_hb", "tenant-hb"),
+    binding("tenant-hb", "cap:hb.one", "cinst_hb"),
+    binding("tenant-hb", "cap:hb.50%_off", "cinst_hb"),
+  ]);
+  tokenA = await api.tenantToken("tenant-ha");
+  tokenB = await api.tenantToken("tenant-hb");
+});
+afterAll(() => db?.close());
+
+const get = (path: string, token?: string, headers: Record<string, string> = {}) => api.call("GET", path, { ...(token ? { token } : {}), headers });
+// Response bodies are checked field by field; the shapes are the API's, not this file's.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Body = any;
+const body = async (response: Response | Promise<Response>): Promise<Body> => (await response).json();
+const ids = (page: Body): string[] => page.capabilities.map((d: Body) => d.capability.id);
+const enc = encodeURIComponent;
+
+describe("tenant scope", () => {
+  it("serves each tenant its own catalog, from the token's tenant_id only", async () => {
+    const a = await get("/v1/catalog/capabilities", tokenA);
+    expect(a.status).toBe(200);
+    const pageA = await body(a);
+    expect(ids(pageA)).toEqual(capsA);
+    expect(pageA).toMatchObject({ total: 3, next_cursor: null });
+    expect(pageA.page_bytes).toBeGreaterThan(0);
+    expect(ids(await body(get("/v1/catalog/capabilities", tokenB)))).toEqual(["cap:hb.50%_off", "cap:hb.one"].sort());
+    // A tenant_id in the query is not a way in.
+    const smuggled = await body(get("/v1/catalog/capabilities?tenant_id=tenant-hb", tokenA));
+    expect(ids(smuggled)).toEqual(capsA);
+
+    const single = await get(`/v1/catalog/capabilities/${enc("cap:h.beta")}`, tokenA);
+    expect(single.status).toBe(200);
+    expect(await body(single)).toMatchObject({ catalog_revision: pageA.catalog_revision, definition: { capability: { id: "cap:h.beta" } } });
+    for (const [path, token] of [
+      [`/v1/catalog/capabilities/${enc("cap:h.beta")}`, tokenB],
+      [`/v1/catalog/capabilities/${enc("cap:h.none")}`, tokenA],
+    ] as const) {
+      const missing = await get(path, token);
+      expect(missing.status).toBe(404);
+      expect(await body(missing)).toMatchObject({ code: "not-found", catalog_revision: pageA.catalog_revision });
+    }
+  });
+
+  it("gives a token without tenant_id an empty catalog and 404 on every capability", async () => {
+    const token = await api.token({ scopes: ["catalog:read"] });
+    const page = await get("/v1/catalog/capabilities", token);
+    expect(page.status).toBe(200);
+    expect(await body(page)).toMatchObject({ capabilities: [], total: 0, next_cursor: null, page_bytes: 0 });
+    expect((await get(`/v1/catalog/capabilities/${enc("cap:h.alpha")}`, token)).status).toBe(404);
+  });
+
+  it("needs a token with catalog:read", async () => {
+    expect((await get("/v1/catalog/capabilities")).status).toBe(401);
+    const routesOnly = await api.tenantToken("tenant-ha", ["routes:write"]);
+    const refused = await get("/v1/catalog/capabilities", routesOnly);
+    expect(refused.status).toBe(403);
+    expect((await body(refused)).code).toBe("forbidden");
+    expect((await get(`/v1/catalog/capabilities/${enc("cap:h.alpha")}`, routesOnly)).status).toBe(403);
+  });
+});
+
+describe("query parameters", () => {
+  it("pages with limit and cursor and filters by q (literally), capability_id and profile", async () => {
+    const first = await body(get("/v1/catalog/capabilities?limit=2", tokenA));
+    expect(ids(first)).toEqual(["cap:h.alpha", "cap:h.beta"]);
+    const second = await body(get(`/v1/catalog/capabilities?limit=2&cursor=${enc(first.next_cursor)}`, tokenA));
+    expect(ids(second)).toEqual(["cap:h.gamma"]);
+    expect(second).toMatchObject({ total: 3, next_cursor: null, catalog_revision: first.catalog_revision });
+
+    expect(ids(await body(get(`/v1/catalog/capabilities?q=${enc("50%_")}`, tokenB)))).toEqual(["cap:hb.50%_off"]);
+    expect(ids(await body(get(`/v1/catalog/capabilities?q=${enc("h.%")}`, tokenA)))).toEqual([]);
+    expect(ids(await body(get(`/v1/catalog/capabilities?q=${enc("H.ALPHA")}`, tokenA)))).toEqual(["cap:h.alpha"]);
+    expect(ids(await body(get(`/v1/catalog/capabilities?q=`, tokenA)))).toEqual(capsA);
+    expect(ids(await body(get(`/v1/catalog/capabilities?capability_id=${enc("cap:h.gamma")}`, tokenA)))).toEqual(["cap:h.gamma"]);
+    expect(ids(await body(get("/v1/catalog/capabilities?profile=aip.native.http.v1", tokenA)))).toEqual(capsA);
+    expect(await body(get("/v1/catalog/capabilities?profile=aip.mcp.v1", tokenA))).toMatchObject({ capabilities: [], total: 0 });
+    expect((await body(get("/v1/catalog/capabilities?limit=0", tokenA))).capabilities).toHaveLength(1);
+    expect((await body(get("/v1/catalog/capabilities?limit=5000", tokenA))).capabilities).toHaveLength(3);
+  });
+
+  it("answers malformed input with 400 invalid and an old cursor with 409 stale-cursor", async () => {
+    for (const query of ["limit=abc", "limit=2.5", "max_bytes=0", "max_bytes=-1", "max_bytes=x", "cursor=garbage", `cursor=${enc("x:1:2:3")}`, "capability_id=", `q=${"q".repeat(513)}`]) {
+      const response = await get(`/v1/catalog/capabilities?${query}`, tokenA);
+      expect(response.status, query).toBe(400);
+      expect(response.headers.get("content-type")).toContain("application/problem+json");
+      expect((await body(response)).code).toBe("invalid");
+    }
+    const first = await body(get("/v1/catalog/capabilities?limit=1", tokenA));
+    const tooSmall = await get(`/v1/catalog/capabilities?max_bytes=${first.page_bytes - 1}`, tokenA);
+    expect(tooSmall.status).toBe(400);
+    expect(await body(tooSmall)).toMatchObject({ code: "invalid", errors: [{ field: "max_bytes" }] });
+
+    await db.registry.publish([policy("quota:http-stale")]);
+    const stale = await get(`/v1/catalog/capabilities?limit=1&cursor=${enc(first.next_cursor)}`, tokenA);
+    expect(stale.status).toBe(409);
+    expect(await body(stale)).toMatchObject({ code: "stale-cursor", cursor_revision: first.catalog_revision, catalog_revision: first.catalog_revision + 1 });
+  });
+});
+
+describe("ETag revalidation", () => {
+  it("answers 304 while the revision is unchanged (replica churn included) and 200 after a publication", async () => {
+    const first = await get("/v1/catalog/capabilities?limit=2", tokenA);
+    const etag = first.headers.get("etag")!;
+    const page = await body(first);
+    expect(etag).toMatch(/^W\/"\d+-[0-9a-f]{8}"$/);
+    expect(etag).toContain(`"${page.catalog_revision}-`);
+    expect(first.headers.get("cache-control")).toBe("private, no-cache");
+    expect(first.headers.get("vary")).toMatch(/authorization/i);
+
+    const again = await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag });
+    expect(again.status).toBe(304);
+    expect(again.headers.get("etag")).toBe(etag);
+    expect(await again.text()).toBe("");
+    // A strong-form copy of the tag and a list containing it match too (weak comparison).
+    expect((await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": `"x", ${etag.slice(2)}` })).status).toBe(304);
+    expect((await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": "*" })).status).toBe(304);
+
+    // Not a validator for another request or another tenant.
+    expect((await get("/v1/catalog/capabilities?limit=3", tokenA, { "if-none-match": etag })).status).toBe(200);
+    expect((await get("/v1/catalog/capabilities?limit=2", tokenB, { "if-none-match": etag })).status).toBe(200);
+
+    // Host churn does not move the revision.
+    const state = (await db.registry.adminGet("replica", replicaA))!;
+    await db.registry.replicaLifecycle(replicaA, "heartbeat", { request_id: requestId(), previous_sequence: state.health_revision as number });
+    expect((await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag })).status).toBe(304);
+
+    await db.registry.publish([policy("quota:http-etag")]);
+    const changed = await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag });
+    expect(changed.status).toBe(200);
+    expect(changed.headers.get("etag")).not.toBe(etag);
+    expect((await body(changed)).catalog_revision).toBe(page.catalog_revision + 1);
+  });
+
+  it("revalidates a single definition the same way", async () => {
+    const path = `/v1/catalog/capabilities/${enc("cap:h.alpha")}`;
+    const first = await get(path, tokenA);
+    const etag = first.headers.get("etag")!;
+    expect((await get(path, tokenA, { "if-none-match": etag })).status).toBe(304);
+    expect((await get(`/v1/catalog/capabilities/${enc("cap:h.beta")}`, tokenA, { "if-none-match": etag })).status).toBe(200);
+    await db.registry.publish([policy("quota:http-etag-single")]);
+    expect((await get(path, tokenA, { "if-none-match": etag })).status).toBe(200);
+  });
+});
+
+describe("internal admin read", () => {
+  it("lists unbound active definitions, shows what a tenant sees, and lets the tenant win over unbound", async () => {
+    await db.registry.publish([connectorType("ctype_hfree"), await version("cver_hfree", "ctype_hfree", ["cap:hfree.solo"])]);
+    const admin = await api.adminToken();
+    const unbound = await body(get("/v1/admin/catalog/capabilities?unbound=true&limit=200", admin));
+    expect(ids(unbound)).toEqual(expect.arrayContaining([...capsA, "cap:hb.one", "cap:hfree.solo"]));
+    expect(unbound.total).toBe(6);
+    const tenant = await body(get("/v1/admin/catalog/capabilities?tenant_id=tenant-hb&unbound=true", admin));
+    expect(ids(tenant)).toEqual(["cap:hb.50%_off", "cap:hb.one"].sort());
+    expect(await body(get("/v1/admin/catalog/capabilities", admin))).toMatchObject({ capabilities: [], total: 0 });
+    // The tenant route is not an admin route, and the admin route is not a tenant's.
+    expect((await get("/v1/admin/catalog/capabilities?unbound=true", tokenA)).status).toBe(403);
+  });
+});
