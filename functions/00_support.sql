@@ -167,6 +167,9 @@ DECLARE
   n integer;
   lead integer;
   body text;
+  cand numeric;
+  best numeric;
+  val numeric;
 BEGIN
   BEGIN
     d := p::float8;
@@ -192,6 +195,32 @@ BEGIN
   n := n - lead;
   digits := rtrim(digits, '0');
   k := length(digits);
+  -- Ryu (PostgreSQL's float8 output) never answers with a digit string that lies exactly on a
+  -- rounding boundary of d, but ECMAScript does when that string is shorter and reads back as d
+  -- (ties to even): 1e23 prints as 1e+23 in JavaScript and as 9.999999999999999e+22 here. A
+  -- boundary is a short decimal only where doubles are integers (|d| >= 2^53), so only there look
+  -- for the shortest digit string, just below or above Ryu's, that still reads back as d.
+  IF abs(d) >= 9007199254740992 AND k > 1 THEN
+    <<shorter>>
+    FOR kk IN 1 .. k - 1 LOOP
+      best := NULL;
+      FOREACH cand IN ARRAY ARRAY[left(digits, kk)::numeric, left(digits, kk)::numeric + 1] LOOP
+        val := cand * 10::numeric ^ (n - kk);
+        CONTINUE WHEN val > 1.7976931348623157e308 OR val::float8 <> abs(d);
+        -- Of two candidates of the same length, ECMAScript takes the one closer to d.
+        IF best IS NULL OR abs(val - digits::numeric * 10::numeric ^ (n - k))
+                           < abs(best * 10::numeric ^ (n - kk) - digits::numeric * 10::numeric ^ (n - k)) THEN
+          best := cand;
+        END IF;
+      END LOOP;
+      IF best IS NOT NULL THEN
+        n := n - kk + length(best::text);
+        digits := rtrim(best::text, '0');
+        k := length(digits);
+        EXIT shorter;
+      END IF;
+    END LOOP;
+  END IF;
   IF k <= n AND n <= 21 THEN
     body := digits || repeat('0', n - k);
   ELSIF 0 < n AND n <= 21 THEN
@@ -207,8 +236,9 @@ BEGIN
 END
 $$;
 
--- Sort key for object members in UTF-16 code unit order, as JCS requires. It is only needed when
--- a key holds characters at or above U+E000, where UTF-16 and code point order disagree.
+-- Sort key for object members in UTF-16 code unit order, as JCS requires. Code point order (the
+-- "C" collation) differs from it only for characters at or above U+E000; an object whose keys are
+-- all ASCII, by far the common case, is sorted without it.
 CREATE FUNCTION aip_jcs_utf16_key(p text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
 DECLARE
@@ -229,21 +259,28 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION aip_canonical_json(p jsonb) RETURNS text
+-- Nesting is bounded (128 levels, serde_json's default recursion limit, which the reference
+-- registry inherits): deeper input is refused as invalid instead of exhausting the server's stack.
+CREATE FUNCTION aip_canonical_json(p jsonb, p_depth integer DEFAULT 1) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
 DECLARE
   high boolean;
 BEGIN
+  IF p_depth > 128 AND jsonb_typeof(p) IN ('object', 'array') THEN
+    PERFORM aip_invalid_field('json', 'must not nest objects and arrays more than 128 levels deep');
+  END IF;
   CASE jsonb_typeof(p)
     WHEN 'object' THEN
-      SELECT bool_or(k ~ '[\uE000-\U0010FFFF]') INTO high FROM jsonb_object_keys(p) AS k;
+      -- (A regular expression for "U+E000 and above" would do, but compiling one whose range
+      -- spans the astral planes costs tens of milliseconds in every new session.)
+      SELECT bool_or(octet_length(k) <> length(k)) INTO high FROM jsonb_object_keys(p) AS k;
       RETURN '{' || coalesce((
-        SELECT string_agg(to_json(e.key)::text || ':' || aip_canonical_json(e.value), ','
+        SELECT string_agg(to_json(e.key)::text || ':' || aip_canonical_json(e.value, p_depth + 1), ','
                           ORDER BY CASE WHEN high THEN aip_jcs_utf16_key(e.key) ELSE e.key END COLLATE "C")
         FROM jsonb_each(p) AS e), '') || '}';
     WHEN 'array' THEN
       RETURN '[' || coalesce((
-        SELECT string_agg(aip_canonical_json(e.value), ',' ORDER BY e.ordinality)
+        SELECT string_agg(aip_canonical_json(e.value, p_depth + 1), ',' ORDER BY e.ordinality)
         FROM jsonb_array_elements(p) WITH ORDINALITY AS e), '') || ']';
     WHEN 'string' THEN
       -- PostgreSQL escapes exactly what JCS escapes: quote, backslash, \b \f \n \r \t, and other

@@ -31,7 +31,8 @@ BEGIN
     PERFORM aip_fail('conflict', format('connector type `%s` already exists with another name or owner', v_id),
                      jsonb_build_object('connector_type_id', v_id));
   END IF;
-  IF p ? 'enabled' AND t.enabled <> v_enabled THEN
+  -- `enabled` moves only when the re-put states it; an absent or null flag keeps the stored one.
+  IF jsonb_typeof(p -> 'enabled') = 'boolean' AND t.enabled <> v_enabled THEN
     UPDATE aip_connector_types SET enabled = v_enabled, updated_at = now() WHERE type_id = v_id;
     RETURN 'updated';
   END IF;
@@ -138,7 +139,8 @@ DECLARE
   v_id text := aip_read_text(p, 'id');
   v_type_id text := aip_read_text(p, 'connector_type_id');
   v_version text := aip_read_text(p, 'version', true, 128);
-  v_status text := aip_read_enum(p, 'status', ARRAY['candidate', 'admitted', 'active', 'revoked'], 'admitted');
+  -- Optional: a new version defaults to admitted, a re-put without status keeps the stored one.
+  v_status text := nullif(aip_read_enum(p, 'status', ARRAY['candidate', 'admitted', 'active', 'revoked'], ''), '');
   v_manifest jsonb := p -> 'manifest';
   v_manifest_digest text := aip_check_digest('manifest_digest', aip_read_text(p, 'manifest_digest', true, 71));
   v_attestation jsonb := p -> 'attestation';
@@ -223,7 +225,18 @@ BEGIN
       'schema_digest', v_schema_digest, 'bytes', v_def_bytes));
   END LOOP;
 
-  -- State checks, under the publication lock.
+  -- State checks, under the publication lock. An identical re-put is a no-op (or a status move)
+  -- whatever has happened to its type since, so the stored version is looked at first.
+  SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
+  IF FOUND THEN
+    IF v_existing.type_id <> v_type_id OR v_existing.version <> v_version OR v_existing.manifest <> v_manifest
+       OR v_existing.manifest_digest <> v_manifest_digest OR v_existing.attestation <> v_attestation THEN
+      PERFORM aip_fail('conflict', format('connector version `%s` is immutable', v_id), jsonb_build_object('version_id', v_id));
+    END IF;
+    -- The same admitted content: the record's status is the only thing a re-put may move.
+    RETURN aip_version_transition(v_existing, coalesce(v_status, v_existing.status));
+  END IF;
+
   SELECT * INTO v_type FROM aip_connector_types WHERE type_id = v_type_id;
   IF NOT FOUND THEN
     PERFORM aip_fail('not-found', format('connector type `%s` was not found', v_type_id), jsonb_build_object('connector_type_id', v_type_id));
@@ -234,16 +247,6 @@ BEGIN
   IF v_attestation ->> 'owner' <> v_type.owner THEN
     PERFORM aip_fail('admission', format('artifact owner `%s` does not match connector type owner `%s`', v_attestation ->> 'owner', v_type.owner),
                      jsonb_build_object('field', 'attestation.owner'));
-  END IF;
-
-  SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
-  IF FOUND THEN
-    IF v_existing.type_id <> v_type_id OR v_existing.version <> v_version OR v_existing.manifest <> v_manifest
-       OR v_existing.manifest_digest <> v_manifest_digest OR v_existing.attestation <> v_attestation THEN
-      PERFORM aip_fail('conflict', format('connector version `%s` is immutable', v_id), jsonb_build_object('version_id', v_id));
-    END IF;
-    -- The same admitted content: the record's status is the only thing a re-put may move.
-    RETURN aip_version_transition(v_existing, v_status);
   END IF;
 
   SELECT version_id INTO v_other FROM aip_connector_versions WHERE artifact_digest = v_artifact_digest;
@@ -268,7 +271,7 @@ BEGIN
 
   INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest,
                                       manifest, attestation, supply_chain_qualified)
-  VALUES (v_id, v_type_id, v_version, v_status, v_artifact_digest, v_manifest_digest, v_manifest, v_attestation, true);
+  VALUES (v_id, v_type_id, v_version, coalesce(v_status, 'admitted'), v_artifact_digest, v_manifest_digest, v_manifest, v_attestation, true);
   FOR v_def IN SELECT e FROM jsonb_array_elements(v_defs) e LOOP
     INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
     VALUES (v_def ->> 'id', v_def ->> 'contract_digest', v_def ->> 'schema_digest', v_def -> 'capability',
@@ -353,15 +356,26 @@ DECLARE
   v_tenant_id text := aip_read_text(p, 'tenant_id');
   v_capability_id text := aip_read_text(p, 'capability_id');
   v_instance_id text := aip_read_text(p, 'instance_id');
-  v_priority integer := aip_read_int(p, 'priority', 0, 2147483647, false);
+  v_priority integer := coalesce(aip_read_int(p, 'priority', 0, 2147483647, false), 0);
   v_policy_revision bigint := aip_read_int(p, 'policy_revision', 0, 9007199254740991);
   v_credential_ref text := aip_read_text(p, 'credential_revision_ref', false, 1024);
   v_quota_ref text := aip_read_text(p, 'quota_policy_ref', false, 256);
   v_enabled boolean := aip_read_bool(p, 'enabled', true);
   v_instance aip_connector_instances;
   b aip_capability_bindings;
+  v_exists boolean;
 BEGIN
-  v_priority := coalesce(v_priority, 0);
+  SELECT * INTO b FROM aip_capability_bindings
+  WHERE tenant_id = v_tenant_id AND capability_id = v_capability_id AND instance_id = v_instance_id FOR UPDATE;
+  v_exists := FOUND;
+  -- An identical re-put is a no-op even when the instance has since rolled out to a version
+  -- without this (necessarily disabled) binding's capability.
+  IF v_exists AND (b.priority, b.policy_revision, b.enabled) = (v_priority, v_policy_revision, v_enabled)
+     AND b.credential_revision_ref IS NOT DISTINCT FROM v_credential_ref
+     AND b.quota_policy_ref IS NOT DISTINCT FROM v_quota_ref THEN
+    RETURN 'unchanged';
+  END IF;
+
   PERFORM 1 FROM aip_capability_definitions WHERE capability_id = v_capability_id;
   IF NOT FOUND THEN
     PERFORM aip_fail('not-found', format('capability `%s` was not found', v_capability_id), jsonb_build_object('capability_id', v_capability_id));
@@ -384,18 +398,11 @@ BEGIN
     END IF;
   END IF;
 
-  SELECT * INTO b FROM aip_capability_bindings
-  WHERE tenant_id = v_tenant_id AND capability_id = v_capability_id AND instance_id = v_instance_id FOR UPDATE;
-  IF NOT FOUND THEN
+  IF NOT v_exists THEN
     INSERT INTO aip_capability_bindings (tenant_id, capability_id, instance_id, priority, policy_revision,
                                          credential_revision_ref, quota_policy_ref, enabled)
     VALUES (v_tenant_id, v_capability_id, v_instance_id, v_priority, v_policy_revision, v_credential_ref, v_quota_ref, v_enabled);
     RETURN 'created';
-  END IF;
-  IF (b.priority, b.policy_revision, b.enabled) = (v_priority, v_policy_revision, v_enabled)
-     AND b.credential_revision_ref IS NOT DISTINCT FROM v_credential_ref
-     AND b.quota_policy_ref IS NOT DISTINCT FROM v_quota_ref THEN
-    RETURN 'unchanged';
   END IF;
   IF v_policy_revision <= b.policy_revision THEN
     PERFORM aip_fail('conflict', format('binding for `%s` and `%s` requires a newer policy revision than %s', v_tenant_id, v_capability_id, b.policy_revision),

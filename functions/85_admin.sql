@@ -70,13 +70,15 @@ BEGIN
 END
 $$;
 
--- Digest of every installed aip_ function: signature, body, security and settings.
+-- Digest of every installed aip_ function: signature, body, security, settings, owner and
+-- grants (an extra GRANT EXECUTE on a helper is as much a hand edit as a changed body).
 CREATE FUNCTION aip_installed_functions_digest() RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, public, pg_temp AS $$
   SELECT encode(sha256(convert_to(coalesce(string_agg(
            p.oid::regprocedure::text || '|' || p.prosecdef::text || '|' || coalesce(array_to_string(p.proconfig, ','), '')
-           || '|' || p.prosrc, E'\n' ORDER BY p.oid::regprocedure::text), ''), 'UTF8')), 'hex')
+           || '|' || p.proowner::regrole::text || '|' || coalesce(p.proacl::text, '') || '|' || p.prosrc,
+           E'\n' ORDER BY p.oid::regprocedure::text), ''), 'UTF8')), 'hex')
   FROM pg_proc p
   WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\_%'
 $$;

@@ -1,0 +1,163 @@
+/**
+ * The migration runner: idempotent, safe when two run at once, checksum-verified, all or nothing,
+ * and self-healing when someone edits an installed function by hand.
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it, inject } from "vitest";
+import { MigrationError, migrate, type MigrationReport } from "../../src/db/migrate.js";
+import { withPgSession } from "../../src/db/pg.js";
+import { verifySchema } from "../../src/db/schema-check.js";
+import { loadFunctionSet, loadMigrations } from "../../src/db/sql-files.js";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { connectorType } from "../support/fleet.js";
+import { databaseUrl } from "../support/server.js";
+
+let db: TestDatabase;
+const emptyDatabases: string[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.close();
+  const server = inject("pgServer");
+  const admin = new pg.Client({ connectionString: server.adminUrl });
+  await admin.connect();
+  for (const name of emptyDatabases) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+  await admin.end();
+});
+
+/** A database with nothing in it (named so that the global teardown would drop it too). */
+async function emptyDatabase(): Promise<string> {
+  const server = inject("pgServer");
+  const name = `aip_t_${server.runId}_empty_${randomBytes(4).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: server.adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name} TEMPLATE template0`);
+  await admin.end();
+  emptyDatabases.push(name);
+  return databaseUrl(server, name);
+}
+
+const run = (url: string, options: Parameters<typeof migrate>[1] = {}) => withPgSession(url, (session) => migrate(session, options));
+
+async function schemaStatus() {
+  const { rows } = await db.owner.query("SELECT aip_schema_status() AS s");
+  return rows[0].s as { schema_version: number; functions_intact: boolean; functions_checksum: string };
+}
+
+async function migrationRows(url: string) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query("SELECT version, name, checksum FROM aip_schema_migrations ORDER BY version")).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+describe("migrate", () => {
+  it("is a no-op when run again on a migrated database", async () => {
+    const before = await migrationRows(db.ownerUrl);
+    for (let i = 0; i < 2; i++) {
+      const report = await run(db.ownerUrl);
+      expect(report).toMatchObject({ applied: [], functionsInstalled: false });
+    }
+    expect(await migrationRows(db.ownerUrl)).toEqual(before);
+    expect((await schemaStatus()).functions_intact).toBe(true);
+  });
+
+  it("applies everything exactly once when two runners start at once on a fresh database", async () => {
+    const url = await emptyDatabase();
+    const migrations = await loadMigrations();
+    const reports = await Promise.all([run(url), run(url)]);
+    const appliers = reports.filter((r: MigrationReport) => r.applied.length > 0);
+    expect(appliers).toHaveLength(1);
+    expect(appliers[0]!.applied).toEqual(migrations.map((m) => m.name));
+    expect(reports.filter((r) => r.functionsInstalled)).toHaveLength(1);
+    expect((await migrationRows(url)).map((r) => r.version)).toEqual(migrations.map((m) => m.version));
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows } = await client.query("SELECT aip_schema_status() AS s");
+      expect(rows[0].s).toMatchObject({ schema_version: migrations.at(-1)!.version, functions_intact: true, catalog_revision: 0 });
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("refuses a database whose applied migration no longer matches its file", async () => {
+    const migrations = await loadMigrations();
+    const edited = migrations.map((m, i) => (i === 0 ? { ...m, sql: `${m.sql}\n-- edited`, checksum: "0".repeat(64) } : m));
+    await expect(run(db.ownerUrl, { migrations: edited })).rejects.toThrow(MigrationError);
+    await expect(run(db.ownerUrl, { migrations: edited })).rejects.toThrow(/checksum/);
+
+    await db.owner.query("UPDATE aip_schema_migrations SET checksum = 'tampered' WHERE version = 1");
+    try {
+      await expect(run(db.ownerUrl)).rejects.toThrow(/migration 1 .*checksum/);
+    } finally {
+      await db.owner.query("UPDATE aip_schema_migrations SET checksum = $1 WHERE version = 1", [migrations[0]!.checksum]);
+    }
+  });
+
+  it("refuses a database migrated by newer code", async () => {
+    const migrations = await loadMigrations();
+    await expect(run(db.ownerUrl, { migrations: migrations.slice(0, -1) })).rejects.toThrow(/newer than this code/);
+  });
+
+  it("leaves the database exactly as it was when a migration fails", async () => {
+    const migrations = await loadMigrations();
+    const failing = {
+      version: migrations.length + 1,
+      name: "9999_failing",
+      sql: "CREATE TABLE aip_half_done (x int); SELECT 1 / 0;",
+      checksum: "f".repeat(64),
+    };
+    await expect(run(db.ownerUrl, { migrations: [...migrations, failing] })).rejects.toThrow(/division by zero/);
+    const { rows } = await db.owner.query("SELECT to_regclass('aip_half_done') AS t, (SELECT max(version) FROM aip_schema_migrations) AS v");
+    expect(rows[0]).toEqual({ t: null, v: migrations.length });
+  });
+
+  it("keeps the installed functions when a function file fails to install", async () => {
+    const functions = await loadFunctionSet();
+    const broken = { ...functions, checksum: "e".repeat(64), files: [...functions.files, { name: "99_broken.sql", sql: "CREATE FUNCTION aip_broken( RETURNS" }] };
+    await expect(run(db.ownerUrl, { functions: broken })).rejects.toThrow(/functions\/99_broken\.sql/);
+    expect(await schemaStatus()).toMatchObject({ functions_intact: true, functions_checksum: functions.checksum });
+    expect((await db.registry.publish([connectorType("ctype_migrate_after_broken")])).changed).toBe(1);
+  });
+});
+
+describe("hand-edited functions", () => {
+  async function expectDriftRepaired(edit: string) {
+    await db.owner.query(edit);
+    expect((await schemaStatus()).functions_intact).toBe(false);
+    expect(await verifySchema(db.registry)).toMatchObject({ ok: false, reason: expect.stringMatching(/run the migrations/) });
+    const report = await run(db.ownerUrl);
+    expect(report).toMatchObject({ applied: [], functionsInstalled: true });
+    expect((await schemaStatus()).functions_intact).toBe(true);
+  }
+
+  it("are detected and reinstalled when a body changes", async () => {
+    await expectDriftRepaired("CREATE OR REPLACE FUNCTION aip_sha256(p_text text) RETURNS text LANGUAGE sql IMMUTABLE STRICT AS $$ SELECT 'sha256:' $$");
+    const { rows } = await db.owner.query("SELECT aip_sha256('') AS d");
+    expect(rows[0].d).toBe("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  });
+
+  it("are detected and dropped when a stray registry function is added", async () => {
+    await expectDriftRepaired("CREATE FUNCTION aip_backdoor() RETURNS int LANGUAGE sql SECURITY DEFINER AS 'SELECT 1'");
+    const { rows } = await db.owner.query("SELECT to_regprocedure('aip_backdoor()') AS f");
+    expect(rows[0].f).toBeNull();
+  });
+
+  it("are detected and repaired when a helper is granted to a runtime role", async () => {
+    await expectDriftRepaired("GRANT EXECUTE ON FUNCTION aip_pub_apply(jsonb) TO aip_registry_data");
+    const { rows } = await db.owner.query("SELECT has_function_privilege('aip_registry_data', 'aip_pub_apply(jsonb)', 'EXECUTE') AS granted");
+    expect(rows[0].granted).toBe(false);
+  });
+
+  it("are detected when a function loses SECURITY DEFINER or its settings", async () => {
+    await expectDriftRepaired("ALTER FUNCTION aip_publish(jsonb, boolean) SECURITY INVOKER");
+    await expectDriftRepaired("ALTER FUNCTION aip_publish(jsonb, boolean) RESET lock_timeout");
+  });
+});

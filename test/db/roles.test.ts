@@ -1,0 +1,226 @@
+/**
+ * Roles are enforced by PostgreSQL itself: the runtime roles execute exactly the functions
+ * granted to them in functions/90_grants.sql and touch no table directly; PUBLIC executes nothing.
+ */
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pgExecutor } from "../../src/db/pg.js";
+import { Registry } from "../../src/registry/registry.js";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { connectorType, publishSimpleFleet } from "../support/fleet.js";
+import { createTestApi } from "../support/http.js";
+import { refusal, registryState } from "../support/registry-state.js";
+
+let db: TestDatabase;
+let data: pg.Client;
+let control: pg.Client;
+
+const CONTROL_FUNCTIONS = [
+  "aip_admin_bindings(text,text,integer)",
+  "aip_admin_catalog_page(text,boolean,jsonb)",
+  "aip_admin_get(text,text)",
+  "aip_check_invariants()",
+  "aip_publish(jsonb,boolean)",
+  "aip_schema_status()",
+];
+const DATA_FUNCTIONS = [
+  "aip_catalog_get(text,text)",
+  "aip_catalog_page(text,jsonb)",
+  "aip_check_invariants()",
+  "aip_expire_leases(integer)",
+  "aip_fleet_status()",
+  "aip_get_route(text,text)",
+  "aip_replica_lifecycle(text,text,jsonb)",
+  "aip_resolve_route(text,text,text,jsonb)",
+  "aip_schema_status()",
+  "aip_settle_route(text,text,jsonb,text)",
+];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await publishSimpleFleet(db.registry);
+  data = new pg.Client({ connectionString: db.dataUrl });
+  control = new pg.Client({ connectionString: db.controlUrl });
+  await Promise.all([data.connect(), control.connect()]);
+});
+afterAll(async () => {
+  await Promise.all([data?.end(), control?.end()]);
+  await db?.close();
+});
+
+/** The SQLSTATE the statement fails with ('' when it succeeds). */
+async function sqlstate(client: pg.Client, text: string, params: unknown[] = []): Promise<string> {
+  try {
+    await client.query(text, params);
+    return "";
+  } catch (error) {
+    return String((error as { code?: string }).code);
+  }
+}
+
+/** Every registry relation with one of its columns (for an UPDATE that would otherwise be valid). */
+async function registryTables(): Promise<{ table: string; column: string }[]> {
+  const { rows } = await db.owner.query<{ table: string; column: string }>(
+    `SELECT c.relname AS table, a.attname AS column FROM pg_class c
+     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = 1
+     WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p') AND c.relname LIKE 'aip\\_%' ORDER BY 1`,
+  );
+  return rows;
+}
+
+async function executable(role: string): Promise<string[]> {
+  const { rows } = await db.owner.query<{ f: string }>(
+    `SELECT replace(p.oid::regprocedure::text, ' ', '') AS f FROM pg_proc p
+     WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%' AND has_function_privilege($1, p.oid, 'EXECUTE')
+     ORDER BY 1`,
+    [role],
+  );
+  return rows.map((r) => r.f);
+}
+
+describe("function grants", () => {
+  it("let the control role execute exactly publication, administrative reads, invariants and schema status", async () => {
+    expect(await executable("aip_registry_control")).toEqual(CONTROL_FUNCTIONS);
+    expect(await executable("aip_test_control")).toEqual(CONTROL_FUNCTIONS);
+  });
+
+  it("let the data role execute exactly the data-plane functions", async () => {
+    expect(await executable("aip_registry_data")).toEqual(DATA_FUNCTIONS);
+    expect(await executable("aip_test_data")).toEqual(DATA_FUNCTIONS);
+  });
+
+  it("let PUBLIC (a fresh role) execute no registry function at all", async () => {
+    const role = `aip_fresh_${Date.now().toString(36)}`;
+    await db.owner.query(`CREATE ROLE ${role} NOLOGIN`);
+    try {
+      expect(await executable(role)).toEqual([]);
+      const { rows } = await db.owner.query(
+        `SELECT p.oid::regprocedure::text AS f FROM pg_proc p
+         WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%'
+           AND (p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0))`,
+      );
+      expect(rows).toEqual([]);
+    } finally {
+      await db.owner.query(`DROP ROLE ${role}`);
+    }
+  });
+
+  it("pin search_path on every SECURITY DEFINER function, and grant only such entry points", async () => {
+    const { rows } = await db.owner.query<{ f: string; definer: boolean; config: string[] | null }>(
+      `SELECT replace(p.oid::regprocedure::text, ' ', '') AS f, p.prosecdef AS definer, p.proconfig AS config FROM pg_proc p
+       WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%'`,
+    );
+    for (const row of rows.filter((r) => r.definer)) {
+      expect(row.config ?? [], row.f).toContainEqual(expect.stringMatching(/^search_path=pg_catalog, ?public, ?pg_temp$/));
+    }
+    const definers = rows.filter((r) => r.definer).map((r) => r.f);
+    for (const granted of new Set([...CONTROL_FUNCTIONS, ...DATA_FUNCTIONS])) expect(definers).toContain(granted);
+  });
+});
+
+describe("the data role", () => {
+  it("cannot publish: PostgreSQL itself refuses (42501)", async () => {
+    expect(await sqlstate(data, "SELECT aip_publish($1::jsonb, false)", [JSON.stringify([connectorType("ctype_roles_data")])])).toBe("42501");
+    expect(await sqlstate(data, "SELECT aip_publish($1::jsonb, true)", [JSON.stringify([connectorType("ctype_roles_data")])])).toBe("42501");
+  });
+
+  it("cannot call the publication helpers or the administrative readers", async () => {
+    for (const call of [
+      "SELECT aip_pub_put_connector_type('{}'::jsonb)",
+      "SELECT aip_pub_apply('{}'::jsonb)",
+      "SELECT aip_admin_get('connector_type', 'ctype_t')",
+      "SELECT aip_admin_bindings('tenant-a', NULL, NULL)",
+      "SELECT aip_admin_catalog_page(NULL, true, '{}'::jsonb)",
+      "SELECT aip_canonical_json('{}'::jsonb)",
+      "SELECT aip_fail('conflict', 'x')",
+      "SELECT aip_catalog_revision_exclusive()",
+    ]) {
+      expect(await sqlstate(data, call), call).toBe("42501");
+    }
+  });
+
+  it("is mapped to forbidden by the registry client, and changes nothing", async () => {
+    const before = await registryState(db.owner);
+    const dataAsControl = new Registry({ data: pgExecutor(db.dataPool), control: pgExecutor(db.dataPool) });
+    const error = await refusal(dataAsControl.publish([connectorType("ctype_roles_data")]));
+    expect(error).toMatchObject({ code: "forbidden", status: 403, extensions: { sqlstate: "42501" } });
+    expect(await registryState(db.owner)).toEqual(before);
+  });
+
+  it("cannot read or write any registry table directly", async () => {
+    const tables = await registryTables();
+    expect(tables.length).toBeGreaterThan(10);
+    for (const { table, column } of tables) {
+      expect(await sqlstate(data, `SELECT 1 FROM ${table} LIMIT 1`), table).toBe("42501");
+      expect(await sqlstate(data, `INSERT INTO ${table} DEFAULT VALUES`), table).toBe("42501");
+      expect(await sqlstate(data, `UPDATE ${table} SET ${column} = ${column}`), table).toBe("42501");
+      expect(await sqlstate(data, `DELETE FROM ${table}`), table).toBe("42501");
+      expect(await sqlstate(data, `TRUNCATE ${table}`), table).toBe("42501");
+    }
+  });
+});
+
+describe("the control role", () => {
+  it("cannot call data-plane functions that are not granted to it", async () => {
+    for (const call of [
+      "SELECT aip_resolve_route('act_roles', 'tenant-a', 'cap:t.search', '{}'::jsonb)",
+      "SELECT aip_get_route('act_roles', 'tenant-a')",
+      "SELECT aip_settle_route('act_roles', 'tenant-a', '{}'::jsonb, 'completed')",
+      "SELECT aip_replica_lifecycle('crepl_t_tenant-a', 'offline', '{\"request_id\":\"msg_x\",\"previous_sequence\":1}'::jsonb)",
+      "SELECT aip_expire_leases(10)",
+      "SELECT aip_fleet_status()",
+      "SELECT aip_catalog_page('tenant-a', '{}'::jsonb)",
+      "SELECT aip_catalog_get('tenant-a', 'cap:t.search')",
+      "SELECT aip_pub_put_connector_type('{}'::jsonb)",
+    ]) {
+      expect(await sqlstate(control, call), call).toBe("42501");
+    }
+  });
+
+  it("cannot read or write any registry table directly", async () => {
+    for (const { table, column } of await registryTables()) {
+      expect(await sqlstate(control, `SELECT 1 FROM ${table} LIMIT 1`), table).toBe("42501");
+      expect(await sqlstate(control, `INSERT INTO ${table} DEFAULT VALUES`), table).toBe("42501");
+      expect(await sqlstate(control, `UPDATE ${table} SET ${column} = ${column}`), table).toBe("42501");
+      expect(await sqlstate(control, `DELETE FROM ${table}`), table).toBe("42501");
+      expect(await sqlstate(control, `TRUNCATE ${table}`), table).toBe("42501");
+    }
+  });
+
+  it("cannot create objects in the schema the registry functions resolve names in", async () => {
+    for (const client of [control, data]) {
+      expect(await sqlstate(client, "CREATE FUNCTION aip_fail(text, text) RETURNS void LANGUAGE sql AS 'SELECT'")).toBe("42501");
+      expect(await sqlstate(client, "CREATE TABLE aip_shadow (x int)")).toBe("42501");
+    }
+  });
+});
+
+describe("a data-plane-only registry (no control credentials)", () => {
+  const dataOnly = () => new Registry({ data: pgExecutor(db.dataPool) });
+
+  it("answers publication and administrative reads with forbidden, without touching the database", async () => {
+    const registry = dataOnly();
+    expect(registry.hasControl).toBe(false);
+    const before = await registryState(db.owner);
+    expect((await refusal(registry.publish([connectorType("ctype_roles_dataonly")]))).code).toBe("forbidden");
+    expect((await refusal(registry.publish([connectorType("ctype_roles_dataonly")], { dryRun: true }))).code).toBe("forbidden");
+    expect((await refusal(registry.adminGet("connector_type", "ctype_t"))).code).toBe("forbidden");
+    expect((await refusal(registry.adminBindings("tenant-a"))).code).toBe("forbidden");
+    expect(await registryState(db.owner)).toEqual(before);
+  });
+
+  it("answers POST /v1/admin/publications with a 403 problem", async () => {
+    const api = createTestApi(dataOnly());
+    const response = await api.call("POST", "/v1/admin/publications", { token: await api.adminToken(), body: { changes: [connectorType("ctype_roles_http")] } });
+    expect(response.status).toBe(403);
+    expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+    expect(await response.json()).toMatchObject({ code: "forbidden", status: 403 });
+    expect((await api.call("GET", "/v1/admin/connector-types/ctype_t", { token: await api.adminToken() })).status).toBe(403);
+  });
+
+  it("still serves the data plane", async () => {
+    const registry = dataOnly();
+    expect((await registry.resolveRoute("act_roles_dataonly", "tenant-a", "cap:t.search")).outcome).toBe("created");
+    expect((await registry.schemaStatus())?.functions_intact).toBe(true);
+  });
+});
