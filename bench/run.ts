@@ -1,0 +1,176 @@
+/**
+ * `npm run bench`: seeds the reference's scale dataset on real PostgreSQL and measures the
+ * registry's data plane, with a `SELECT 1` baseline in the same run. See bench/README.md.
+ */
+import { fileURLToPath } from "node:url";
+import { parseArgs, type Options } from "./lib/args.js";
+import { Recorder, invariants } from "./lib/figures.js";
+import { machineInfo, serverInfo } from "./lib/machine.js";
+import { tableWrites, writesBetween } from "./lib/observe.js";
+import { writeResults, type Results } from "./lib/report.js";
+import { publishProbe, seedFleet, verifySeed } from "./lib/seed.js";
+import { connectionBudget, embeddedServer, externalServer, freshDatabase, MACHINE_URL, type Server } from "./lib/target.js";
+import { runCatalog } from "./workloads/catalog.js";
+import { runContention } from "./workloads/contention.js";
+import { runHttp } from "./workloads/http.js";
+import { runLimits } from "./workloads/limits.js";
+import { runPglite } from "./workloads/pglite.js";
+import { runRouting } from "./workloads/routing.js";
+import { runScale } from "./workloads/scale.js";
+
+const log = (line: string) => console.log(line);
+
+/** A suite that fails (e.g. the HTTP server refusing a schema mismatch) is reported, not fatal. */
+async function attempt(results: Results, suite: string, fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    results.failures.push({ suite, error: message });
+    console.error(`  ${suite} failed: ${message}`);
+  }
+}
+const REFERENCE_SCALE = { replicas: 10_000, types: 1_000 };
+
+/** The seeded reference fleet on one server, and every suite that needs it. */
+async function benchServer(server: Server, target: string, options: Options, results: Results, recorder: Recorder, embedded: boolean) {
+  results.servers.push(await serverInfo(server.label, server.adminUrl));
+  // Leave room for the observer, the control pool and the other engineers using the server.
+  const budget = await connectionBudget(server);
+  const maxPool = embedded ? 500 : Math.max(8, Math.min(options.maxPool, budget - 12));
+  const poolFor = (concurrency: number) => Math.min(concurrency, maxPool);
+  log(`\n== ${server.label}: data pool up to ${maxPool} connections (server budget ${budget})`);
+
+  const db = await freshDatabase(server, "aip_bench");
+  try {
+    const seed = await db.withOwner((session) => seedFleet(session, REFERENCE_SCALE));
+    results.seeds.push({ target, seed });
+    log(`  seeded ${seed.rows.replicas} replicas, ${seed.rows.bindings} bindings, ${seed.rows.tenants} tenants in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`);
+    const problems = await db.withOwner(verifySeed);
+    if (problems.length) throw new Error(`the seeded fleet is inconsistent:\n  ${problems.join("\n  ")}`);
+    const checker = await db.registry(1);
+    try {
+      await db.withOwner((session) => publishProbe(checker.registry, session));
+      log(`  seed verified (digests, sizes, foreign keys, publication probe); invariants: ${await invariants(checker.registry)}`);
+    } finally {
+      await checker.close();
+    }
+    const writesBefore = await db.withOwner((s) => tableWrites((q) => s.query(q)));
+    const layout = seed.layout;
+
+    if (options.suites.has("routing")) {
+      log("routing (registry client over a pg pool)");
+      await runRouting(recorder, db, layout, {
+        target,
+        concurrencies: embedded ? [64, 500] : options.concurrencies,
+        poolFor,
+        durationMs: options.phaseMs,
+        baselineMs: options.baselineMs,
+      });
+    }
+    // The embedded server is there for 500 real connections: routing only.
+    if (embedded) return;
+    if (options.suites.has("catalog")) {
+      log("catalog");
+      await attempt(results, "catalog", () =>
+        runCatalog(recorder, db, layout, { target, readers: Math.min(32, maxPool), durationMs: options.phaseMs, sampledTenants: 32 }),
+      );
+    }
+    if (options.suites.has("contention")) {
+      log("contention");
+      await attempt(results, "contention", () =>
+        runContention(recorder, db, {
+          target,
+          durationMs: options.phaseMs,
+          hotConcurrency: 64,
+          hotPool: poolFor(64),
+          noisyConcurrency: 128,
+          noisyPool: Math.min(32, maxPool),
+        }),
+      );
+    }
+    if (options.suites.has("limits")) {
+      log("limits (what bounds throughput)");
+      await attempt(results, "limits", () =>
+        runLimits(recorder, db, layout, {
+          target,
+          durationMs: options.phaseMs,
+          concurrency: 500,
+          poolSizes: [...new Set([4, 8, 16, 32, maxPool])].filter((p) => p <= maxPool),
+          pool: poolFor(64),
+          experimentConcurrency: 64,
+        }),
+      );
+    }
+    if (options.suites.has("http")) {
+      log("http (Node server under autocannon)");
+      await attempt(results, "http", () =>
+        runHttp(recorder, db, layout, { target, connections: 64, poolMax: Math.min(32, maxPool), durationMs: options.phaseMs }),
+      );
+    }
+    const writesAfter = await db.withOwner((s) => tableWrites((q) => s.query(q)));
+    results.tableWrites.push(...writesBetween(writesBefore, writesAfter).map((w) => ({ target, ...w })));
+  } finally {
+    await db.closePools();
+  }
+
+  if (options.suites.has("scale")) {
+    log("scale curve");
+    await attempt(results, "scale", async () => {
+      results.scale = await runScale(recorder, server, { target, replicas: options.scaleReplicas, concurrency: 64, pool: poolFor(64), durationMs: options.phaseMs, log });
+    });
+  }
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  const startedAt = new Date();
+  const results: Results = {
+    startedAt: startedAt.toISOString(),
+    mode: options.quick ? "quick" : "full",
+    durationSeconds: 0,
+    machine: machineInfo(),
+    loadAverageAtEnd: [],
+    servers: [],
+    seeds: [],
+    figures: [],
+    scale: null,
+    tableWrites: [],
+    failures: [],
+  };
+  const recorder = new Recorder(log);
+  results.figures = recorder.figures;
+  log(`AIP registry benchmark (${results.mode}): ${results.machine.cores} cores, load average ${results.machine.loadAverage.join(" / ")}`);
+
+  if (options.targets.machine) {
+    const url = process.env.BENCH_DATABASE_URL;
+    const server = await externalServer(url ?? MACHINE_URL, url ? "BENCH_DATABASE_URL server" : "machine PostgreSQL");
+    await benchServer(server, url ? "external" : "machine", options, results, recorder, false);
+  }
+  if (options.targets.embedded && options.suites.has("routing")) {
+    const server = await embeddedServer({ maxConnections: 600, sharedBuffers: "128MB" });
+    try {
+      await benchServer(server, "embedded", options, results, recorder, true);
+    } finally {
+      await server.stop();
+    }
+  }
+  if (options.suites.has("pglite")) {
+    log("\n== embedded default: PGlite");
+    await attempt(results, "pglite", () => runPglite(recorder, { durationMs: options.phaseMs, log }));
+  }
+
+  results.durationSeconds = (Date.now() - startedAt.getTime()) / 1000;
+  results.loadAverageAtEnd = machineInfo().loadAverage;
+  const written = await writeResults(fileURLToPath(new URL("./results", import.meta.url)), results);
+  log(`\n${written.text}`);
+  log(`results: ${written.json}\n         ${written.md}`);
+  const broken = results.figures.filter((f) => f.invariants && f.invariants !== "healthy");
+  if (broken.length) console.error(`invariants were violated after ${broken.length} phase(s)`);
+  if (broken.length || results.failures.length) process.exitCode = 1;
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

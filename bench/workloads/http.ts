@@ -1,0 +1,141 @@
+/**
+ * The HTTP path: the Node server (src/node.ts) in its own process over pg, driven by autocannon.
+ * Each autocannon connection repeats one gateway cycle: PUT /v1/routes/{new action} with a tenant
+ * token, then POST .../settlement with the assignment exactly as received. A cycle's latency runs
+ * from the PUT being prepared to the settlement's answer. GET /healthz under the same load is
+ * the HTTP stack's own no-op ceiling.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import autocannon from "autocannon";
+import { mintToken } from "../../src/http/tokens.js";
+import type { Recorder } from "../lib/figures.js";
+import { randomRoute, tenantId, type Layout } from "../lib/layout.js";
+import { observe } from "../lib/observe.js";
+import { Samples } from "../lib/stats.js";
+import type { BenchDatabase } from "../lib/target.js";
+import { newActionId } from "./routing.js";
+
+const SECRET = "aip-bench-secret-aip-bench-secret-0123456789";
+
+async function startServerProcess(db: BenchDatabase, poolMax: number): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./http-server.ts", import.meta.url))], {
+    env: {
+      ...process.env,
+      DATABASE_URL: db.dataUrl,
+      CONTROL_DATABASE_URL: db.controlUrl,
+      MIGRATE_ON_START: "false",
+      AUTH_HS256_SECRET: SECRET,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      LEASE_MAINTENANCE_INTERVAL_MS: "0",
+      ACCESS_LOG: "false",
+      DB_POOL_MAX: String(poolMax),
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const lines = createInterface({ input: child.stdout! });
+  const [line] = (await Promise.race([once(lines, "line"), once(child, "exit").then(() => { throw new Error("HTTP server exited before listening"); })])) as [string];
+  return { url: (JSON.parse(line) as { url: string }).url, child };
+}
+
+export async function runHttp(
+  recorder: Recorder,
+  db: BenchDatabase,
+  l: Layout,
+  plan: { target: string; connections: number; poolMax: number; durationMs: number },
+): Promise<void> {
+  const tokens = new Map<string, string>();
+  for (let n = 0; n < l.tenants; n++) {
+    tokens.set(tenantId(n), await mintToken(SECRET, { subject: "bench-gateway", tenantId: tenantId(n), scopes: ["routes:write", "routes:read"] }));
+  }
+  const { url, child } = await startServerProcess(db, plan.poolMax);
+  try {
+    const seconds = Math.max(1, Math.round(plan.durationMs / 1000));
+    const health = await autocannon({ url: `${url}/healthz`, connections: plan.connections, duration: Math.max(1, Math.round(seconds / 2)) });
+    recorder.add({
+      suite: "http",
+      name: "GET /healthz (HTTP no-op)",
+      target: plan.target,
+      concurrency: plan.connections,
+      pool: plan.poolMax,
+      ops: health.requests.total,
+      errors: health.non2xx ? { non2xx: health.non2xx } : {},
+      seconds: health.duration,
+      throughput: health.requests.total / health.duration,
+      latency: { count: health.requests.total, mean: health.latency.average, p50: health.latency.p50, p95: health.latency.p90, p99: health.latency.p99, max: health.latency.max },
+      note: "autocannon request latency; p95 column shows p90",
+    });
+
+    const cycles = new Samples();
+    const failures: Record<string, number> = {};
+    const fail = (what: string, status: number) => {
+      const key = `${what} ${status}`;
+      failures[key] = (failures[key] ?? 0) + 1;
+    };
+    const observer = await observe(db.server.adminUrl, db.name);
+    const result = await autocannon({
+      url,
+      connections: plan.connections,
+      duration: seconds,
+      requests: [
+        {
+          method: "PUT",
+          setupRequest: (request, context) => {
+            const pick = randomRoute(l);
+            context.action = newActionId("h");
+            context.headers = { authorization: `Bearer ${tokens.get(pick.tenant)}`, "content-type": "application/json" };
+            context.started = performance.now();
+            return {
+              ...request,
+              path: `/v1/routes/${context.action}`,
+              headers: context.headers as Record<string, string>,
+              body: JSON.stringify({ capability_id: pick.capability, topology: { region: pick.region } }),
+            };
+          },
+          onResponse: (status, body, context) => {
+            context.assignment = status === 201 ? body : undefined;
+            if (status !== 201) fail("PUT", status);
+          },
+        },
+        {
+          method: "POST",
+          // No assignment (the PUT failed): restart the sequence with a new action.
+          setupRequest: (request, context) =>
+            context.assignment
+              ? {
+                  ...request,
+                  path: `/v1/routes/${context.action}/settlement`,
+                  headers: context.headers as Record<string, string>,
+                  body: `{"assignment":${context.assignment as string},"outcome":"completed"}`,
+                }
+              : undefined,
+          onResponse: (status, _body, context) => {
+            if (status === 200) cycles.add(performance.now() - (context.started as number));
+            else fail("settlement", status);
+          },
+        },
+      ],
+    });
+    const observation = await observer.stop();
+    recorder.add({
+      suite: "http",
+      name: "PUT route + POST settlement cycle",
+      target: plan.target,
+      concurrency: plan.connections,
+      pool: plan.poolMax,
+      ops: cycles.count,
+      errors: { ...failures, ...(result.errors ? { socket: result.errors } : {}), ...(result.timeouts ? { timeouts: result.timeouts } : {}) },
+      seconds: result.duration,
+      throughput: cycles.count / result.duration,
+      latency: cycles.summary(),
+      observation,
+      note: `${plan.connections} HTTP connections, server pool ${plan.poolMax}; requests/s ${(result.requests.total / result.duration).toFixed(0)}, request p99 ${result.latency.p99} ms`,
+    });
+  } finally {
+    child.kill("SIGTERM");
+    await once(child, "exit").catch(() => {});
+  }
+}

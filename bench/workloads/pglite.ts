@@ -1,0 +1,45 @@
+/**
+ * The embedded default: PGlite in this process (in memory), migrated and seeded with a small
+ * fleet (one tenant, 100 instances, 1,000 bindings), driven through the same registry client.
+ * PGlite is one session, so calls serialize: one cycle at a time is its natural rate.
+ */
+import { migrate } from "../../src/db/migrate.js";
+import { openPglite, pgliteExecutor, pgliteSession } from "../../src/db/pglite.js";
+import { Registry } from "../../src/registry/registry.js";
+import type { Recorder } from "../lib/figures.js";
+import { invariants } from "../lib/figures.js";
+import { closedLoop } from "../lib/load.js";
+import { seedFleet } from "../lib/seed.js";
+import { resolveNew, settle } from "./routing.js";
+
+export async function runPglite(recorder: Recorder, plan: { durationMs: number; log: (line: string) => void }): Promise<void> {
+  const t0 = performance.now();
+  const db = await openPglite();
+  try {
+    const session = pgliteSession(db);
+    await migrate(session);
+    const seed = await seedFleet(session, { replicas: 100, types: 100 });
+    plan.log(`  PGlite migrated and seeded (${seed.layout.bindings} bindings) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const executor = pgliteExecutor(db);
+    const registry = new Registry({ data: executor, control: executor });
+    const base = { suite: "pglite", target: "pglite", pool: 1 };
+    recorder.add({
+      ...base,
+      suite: "baseline",
+      name: "SELECT 1",
+      ...(await closedLoop({ concurrency: 1, durationMs: plan.durationMs / 2 }, async () => {
+        await executor.query("SELECT 1");
+      })),
+    });
+    const figure = recorder.add({
+      ...base,
+      name: "resolve + settle cycle (in-memory, one session)",
+      ...(await closedLoop({ concurrency: 1, durationMs: plan.durationMs }, async () => {
+        await settle(registry, await resolveNew(registry, seed.layout, "p"));
+      })),
+    });
+    figure.invariants = await invariants(registry);
+  } finally {
+    await db.close();
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * The data-plane hot path at each concurrency, through the typed registry client over a pg pool:
+ * - baseline: `SELECT 1` through the same executor and pool (the no-op ceiling);
+ * - resolve: new actions, each a fresh route on a random routable (tenant, capability);
+ * - settle: the routes that phase created, settled `completed`;
+ * - retry: a settled action resolved again (reacquisition of its pinned replica under the retry
+ *   budget; only that call is timed) and settled again;
+ * - cycle: resolve a new action and settle it, the unit of work a gateway does per action.
+ */
+import { pgExecutor } from "../../src/db/pg.js";
+import type { Registry } from "../../src/registry/registry.js";
+import type { RouteAssignment } from "../../src/schemas.js";
+import type { Recorder } from "../lib/figures.js";
+import { randomRoute, type Layout } from "../lib/layout.js";
+import type { BenchDatabase, RegistryHandle } from "../lib/target.js";
+
+export interface Held {
+  actionId: string;
+  tenant: string;
+  assignment: RouteAssignment;
+}
+
+export class UnexpectedOutcome extends Error {
+  readonly code = "unexpected-outcome";
+}
+
+let sequence = 0;
+/** Action IDs unique across the whole run (the database is fresh per run). */
+export const newActionId = (label: string) => `act_bench_${label}_${(++sequence).toString(36)}`;
+
+export async function resolveNew(registry: Registry, l: Layout, label: string): Promise<Held> {
+  const pick = randomRoute(l);
+  const actionId = newActionId(label);
+  const result = await registry.resolveRoute(actionId, pick.tenant, pick.capability, { region: pick.region });
+  if (result.outcome !== "created") throw new UnexpectedOutcome(`resolve returned ${result.outcome}`);
+  return { actionId, tenant: pick.tenant, assignment: result.assignment };
+}
+
+export async function settle(registry: Registry, held: Held): Promise<void> {
+  const result = await registry.settleRoute(held.actionId, held.tenant, held.assignment, "completed");
+  if (!result.released) throw new UnexpectedOutcome("settlement released nothing");
+}
+
+export interface RoutingPlan {
+  target: string;
+  concurrencies: number[];
+  /** Connections for a given concurrency (bounded by the server's budget). */
+  poolFor(concurrency: number): number;
+  durationMs: number;
+  baselineMs: number;
+  /** Run only these phases (all by default). */
+  phases?: ("resolve" | "settle" | "retry" | "cycle")[];
+}
+
+export async function runRouting(recorder: Recorder, db: BenchDatabase, l: Layout, plan: RoutingPlan): Promise<void> {
+  for (const concurrency of plan.concurrencies) {
+    const handle = await db.registry(plan.poolFor(concurrency));
+    try {
+      await routingAt(recorder, db, l, plan, concurrency, handle);
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+async function routingAt(recorder: Recorder, db: BenchDatabase, l: Layout, plan: RoutingPlan, concurrency: number, handle: RegistryHandle) {
+  const phases = new Set(plan.phases ?? ["resolve", "settle", "retry", "cycle"]);
+  const { registry } = handle;
+  const executor = pgExecutor(handle.pool);
+  const pool = handle.size;
+  const spec = (suite: string, name: string, durationMs = plan.durationMs) => ({
+    suite,
+    name,
+    concurrency,
+    pool,
+    durationMs,
+    ...(concurrency > pool ? { note: `${concurrency} in-flight requests multiplexed over ${pool} connections` } : {}),
+  });
+
+  await recorder.measure(db, plan.target, { ...spec("baseline", "SELECT 1", plan.baselineMs), skipInvariants: true }, async () => {
+    await executor.query("SELECT 1");
+  });
+
+  const held: Held[] = [];
+  if (phases.has("resolve") || phases.has("settle") || phases.has("retry")) {
+    await recorder.measure(db, plan.target, spec("resolve", "new action"), async () => {
+      held.push(await resolveNew(registry, l, `r${concurrency}`));
+    }, registry);
+    // Settle every route the resolve phase created, however long it takes.
+    await recorder.measure(db, plan.target, { ...spec("settle", "completed", plan.durationMs * 20), maxOps: held.length }, async (_w, i) => {
+      await settle(registry, held[i] as Held);
+    }, registry);
+  }
+
+  if (phases.has("retry") && held.length > 0) {
+    // Each worker owns a disjoint slice of settled actions, so no two reacquire one at once.
+    const workers = Math.min(concurrency, held.length);
+    const cursors = new Array<number>(workers).fill(0);
+    const slices = Array.from({ length: workers }, (_, w) => held.filter((_, i) => i % workers === w));
+    await recorder.measure(db, plan.target, { ...spec("retry", "reacquire after settlement"), concurrency: workers }, async (w) => {
+      const slice = slices[w] as Held[];
+      const item = slice[(cursors[w] = (cursors[w] ?? 0) + 1) % slice.length] as Held;
+      const t0 = performance.now();
+      const result = await registry.resolveRoute(item.actionId, item.tenant, item.assignment.capability_id);
+      const elapsed = performance.now() - t0;
+      if (result.outcome !== "reacquired") throw new UnexpectedOutcome(`retry returned ${result.outcome}`);
+      await settle(registry, item);
+      return elapsed;
+    }, registry);
+  }
+
+  if (phases.has("cycle")) {
+    await recorder.measure(db, plan.target, spec("cycle", "resolve + settle"), async () => {
+      await settle(registry, await resolveNew(registry, l, `c${concurrency}`));
+    }, registry);
+  }
+}
