@@ -27,6 +27,26 @@ export const Timestamp = z.string().openapi({ format: "date-time", example: "202
 const Count = z.number().int().nonnegative();
 const Revision = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
+// Nesting ---------------------------------------------------------------------------------------
+/** The registry refuses JSON nested deeper than this (functions/00_support.sql, aip_canonical_json). */
+export const MAX_JSON_DEPTH = 128;
+
+/** True when no array or object in `value` is nested more than `max` levels deep (`value` is level 1). */
+export function nestsAtMost(value: unknown, max: number): boolean {
+  // Iterative: the point is to refuse input too deep for recursive code (JSON.stringify included).
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== "object") continue;
+    if (depth > max) return false;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return true;
+}
+
+export const boundedNesting = <T extends z.ZodTypeAny>(schema: T) =>
+  schema.refine((value) => nestsAtMost(value, MAX_JSON_DEPTH), `must not nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
+
 // Problems --------------------------------------------------------------------------------------
 export const Problem = z
   .object({
@@ -120,7 +140,7 @@ export const SettlementRequest = z
   .object({
     // Kept exactly as sent (unknown members included): the registry compares it, whole, with the
     // pinned route, and any difference is fence-lost.
-    assignment: z.looseObject({ action_id: z.string(), fence_token: z.string() }).openapi({ description: "The RouteAssignment exactly as returned by PUT or GET." }),
+    assignment: boundedNesting(z.looseObject({ action_id: z.string(), fence_token: z.string() })).openapi({ description: "The RouteAssignment exactly as returned by PUT or GET." }),
     outcome: SettlementOutcome,
   })
   .strict()
@@ -206,13 +226,11 @@ const Capability = z
   })
   .openapi("Capability");
 
-export const Manifest = z
-  .looseObject({ capabilities: z.array(Capability), profiles: z.array(Id()).optional() })
-  .openapi("Manifest");
+export const Manifest = boundedNesting(z.looseObject({ capabilities: z.array(Capability), profiles: z.array(Id()).optional() })).openapi("Manifest");
 
 const CheckStatus = z.enum(["not_evaluated", "passed", "failed"]);
-export const Attestation = z
-  .looseObject({
+export const Attestation = boundedNesting(
+  z.looseObject({
     artifact_digest: Digest,
     sbom_digest: Digest,
     provenance_digest: Digest,
@@ -224,8 +242,8 @@ export const Attestation = z
     vulnerability_policy_status: CheckStatus,
     license_policy_status: CheckStatus,
     revocation_status: CheckStatus,
-  })
-  .openapi("Attestation");
+  }),
+).openapi("Attestation");
 
 const PositiveLimit = z.number().int().min(1).max(2147483647).nullable().optional();
 

@@ -106,6 +106,11 @@ export function fromDatabaseError(error: unknown): RegistryError {
   if (sqlstate === "42501") {
     return new RegistryError("forbidden", "this process's database role may not perform this operation", { sqlstate });
   }
+  if (sqlstate === "54001") {
+    // Stack depth exceeded: only deeply nested input (a JSON document parsed or walked by the
+    // database) gets a registry statement there.
+    return new RegistryError("invalid", "the input is nested too deeply for the registry to process", { sqlstate });
+  }
   if (sqlstate.startsWith("22")) {
     return new RegistryError("invalid", `the database refused a value: ${message}`, { sqlstate });
   }
