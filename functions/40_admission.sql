@@ -27,21 +27,22 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
 $$;
 
 -- {policy_ref, policy_revision, scopes: [{kind, key, limit}], retry_scope, circuit_failure_threshold,
--- circuit_open_ms}: pinned into the route, so later policy edits only affect new actions.
+-- circuit_open_ms}: pinned into the route, so later policy edits only affect new actions. Scopes
+-- are listed in rank order; a null limit keeps no counter. One expression (no FROM), so the
+-- planner inlines it instead of planning a query on every resolve.
 CREATE FUNCTION aip_admission_snapshot(
   p aip_admission_policies, p_policy_ref text, p_tenant_id text, p_type_id text, p_instance_id text, p_binding_key text)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'policy_ref', p_policy_ref,
     'policy_revision', p.revision,
-    'scopes', coalesce((
-      SELECT jsonb_agg(jsonb_build_object('kind', s.kind, 'key', s.key, 'limit', s.lim) ORDER BY s.rank)
-      FROM (VALUES (1, 'global', 'fleet', p.max_global_in_flight),
-                   (2, 'tenant', p_tenant_id, p.max_tenant_in_flight),
-                   (3, 'connector_type', p_type_id, p.max_connector_type_in_flight),
-                   (4, 'instance', p_instance_id, p.max_instance_in_flight),
-                   (5, 'binding', p_binding_key, p.max_binding_in_flight)) AS s(rank, kind, key, lim)
-      WHERE s.lim IS NOT NULL), '[]'::jsonb),
+    'scopes', jsonb_path_query_array(jsonb_build_array(
+      jsonb_build_object('kind', 'global', 'key', 'fleet', 'limit', p.max_global_in_flight),
+      jsonb_build_object('kind', 'tenant', 'key', p_tenant_id, 'limit', p.max_tenant_in_flight),
+      jsonb_build_object('kind', 'connector_type', 'key', p_type_id, 'limit', p.max_connector_type_in_flight),
+      jsonb_build_object('kind', 'instance', 'key', p_instance_id, 'limit', p.max_instance_in_flight),
+      jsonb_build_object('kind', 'binding', 'key', p_binding_key, 'limit', p.max_binding_in_flight)),
+      '$[*] ? (@.limit != null)'),
     'retry_scope', CASE WHEN p.max_tenant_retry_in_flight IS NOT NULL THEN
       jsonb_build_object('kind', 'tenant_retry', 'key', p_tenant_id, 'limit', p.max_tenant_retry_in_flight) END,
     'circuit_failure_threshold', p.circuit_failure_threshold,

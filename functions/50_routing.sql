@@ -4,12 +4,37 @@
 -- return or reacquire an existing route, or select a replica, reserve admission scopes and the
 -- replica's capacity, mint a fence token and insert the route. Nothing outside the database is
 -- contacted; the gateway dispatches only after this commits.
+--
+-- Locks, always in this order: the action's advisory lock, the shared catalog publication lock
+-- (new routes only), one replica row, then admission counters in (scope rank, key) order.
 
--- Candidate replicas for a new route, best first: the complete eligibility chain as a filter,
--- then priority, preferred region, preferred zone, fewer active assignments, an action-dependent
--- hash of the replica ID (spreads equal candidates per action), and stable ID tie-breakers.
--- Capacity class and (when cross-region is forbidden) region are filters, not preferences.
--- Written once as a view-like SQL function; callers add the locking clause.
+-- A replica's own state admits new work: ready, lease live, a free slot, circuit closed. Kept
+-- apart from the catalog chain because it is the part that changes without the publication lock:
+-- the resolver re-applies it to the row it locks, where EvalPlanQual re-checks it against the
+-- row's latest committed version.
+CREATE FUNCTION aip_replica_routable(r aip_connector_replicas, p_now timestamptz) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT r.status = 'ready' AND r.lease_expires_at > p_now AND r.active_assignments < r.capacity
+     AND r.circuit_open_until <= p_now
+$$;
+
+-- The tenant's qualified bindings for a capability with their instances' current versions: the
+-- catalog's live chain (aip_binding_chain) behind every enabled binding. A set-returning SQL
+-- function, so the planner inlines it into the routing queries as plain joins.
+CREATE FUNCTION aip_route_bindings(p_tenant_id text, p_capability_id text)
+RETURNS TABLE (instance_id text, version_id text, priority integer)
+LANGUAGE sql STABLE AS $$
+  SELECT b.instance_id, c.version_id, b.priority
+  FROM aip_capability_bindings b
+  CROSS JOIN LATERAL aip_binding_chain(b.tenant_id, b.capability_id, b.instance_id, NULL) c
+  WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.enabled
+$$;
+
+-- Candidate replicas for a new route: a replica of a qualified binding's instance on the
+-- instance's current version, in a state to take work, of the requested capacity class and
+-- (when cross-region is forbidden) region. With the keys the resolver orders by: priority,
+-- preferred region, preferred zone, fewer active assignments, an action-dependent hash of the
+-- replica ID (spreads equal candidates per action), and stable ID tie-breakers. Inlined too.
 CREATE FUNCTION aip_route_candidates(
   p_action_id text, p_tenant_id text, p_capability_id text, p_now timestamptz,
   p_region text, p_zone text, p_capacity_class text, p_allow_cross_region boolean)
@@ -21,15 +46,9 @@ LANGUAGE sql STABLE AS $$
          (p_zone IS NOT NULL AND r.zone <> p_zone)::integer,
          r.active_assignments,
          hashtextextended(r.replica_id || p_action_id, 0)
-  FROM aip_capability_bindings b
-  JOIN aip_connector_instances i ON i.instance_id = b.instance_id AND i.tenant_id = b.tenant_id AND i.status = 'enabled'
-  JOIN aip_connector_versions v ON v.version_id = i.version_id AND v.status = 'active' AND v.supply_chain_qualified
-  JOIN aip_connector_types t ON t.type_id = v.type_id AND t.enabled
-  JOIN aip_version_capabilities vc ON vc.version_id = v.version_id AND vc.capability_id = b.capability_id
-  JOIN aip_connector_replicas r ON r.instance_id = i.instance_id AND r.version_id = i.version_id
-  WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.enabled
-    AND r.status = 'ready' AND r.lease_expires_at > p_now AND r.active_assignments < r.capacity
-    AND r.circuit_open_until <= p_now
+  FROM aip_route_bindings(p_tenant_id, p_capability_id) b
+  JOIN aip_connector_replicas r ON r.instance_id = b.instance_id AND r.version_id = b.version_id
+  WHERE aip_replica_routable(r, p_now)
     AND (p_capacity_class IS NULL OR r.capacity_class = p_capacity_class)
     AND (p_allow_cross_region OR p_region IS NULL OR r.region = p_region)
 $$;
@@ -44,22 +63,21 @@ DECLARE
   v_scopes jsonb := (a.admission -> 'scopes')
     || CASE WHEN jsonb_typeof(a.admission -> 'retry_scope') = 'object'
             THEN jsonb_build_array(a.admission -> 'retry_scope') ELSE '[]'::jsonb END;
+  r aip_connector_replicas;
   v_ok boolean;
   v_exhausted jsonb;
 BEGIN
-  -- Lock order: replica, then counters. This waits for a busy replica row rather than skipping
-  -- it: a pinned route has exactly one candidate.
-  SELECT r.status IN ('ready', 'draining') AND r.lease_expires_at > v_now
-         AND r.active_assignments < r.capacity AND r.circuit_open_until <= v_now
-         AND EXISTS (SELECT 1
-                     FROM aip_connector_instances i
-                     JOIN aip_connector_versions v ON v.version_id = i.version_id
-                     JOIN aip_connector_types t ON t.type_id = v.type_id
-                     WHERE i.instance_id = a.instance_id AND i.status = 'enabled' AND i.version_id = a.version_id
-                       AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled)
-  INTO v_ok
-  FROM aip_connector_replicas r WHERE r.replica_id = a.replica_id
-  FOR UPDATE OF r;
+  -- Lock order: replica, then counters. Wait for a busy replica row rather than skip it: a pinned
+  -- route has exactly one candidate. Once locked, r is the latest committed version.
+  SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR UPDATE;
+  v_ok := r.status IN ('ready', 'draining') AND r.lease_expires_at > v_now
+          AND r.active_assignments < r.capacity AND r.circuit_open_until <= v_now
+          AND EXISTS (SELECT 1
+                      FROM aip_connector_instances i
+                      JOIN aip_connector_versions v ON v.version_id = i.version_id
+                      JOIN aip_connector_types t ON t.type_id = v.type_id
+                      WHERE i.instance_id = a.instance_id AND i.status = 'enabled' AND i.version_id = a.version_id
+                        AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled);
   -- Capacity is checked before the replica so its refusal takes precedence, as in the reference.
   v_exhausted := aip_reserve_scopes(v_scopes);
   IF v_exhausted IS NOT NULL THEN
@@ -71,7 +89,8 @@ BEGIN
       jsonb_build_object('instance_id', a.instance_id, 'replica_id', a.replica_id, 'retry_after_ms', 1000));
   END IF;
   UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = a.replica_id;
-  UPDATE aip_route_assignments SET reserved = true, reservation_scopes = v_scopes, updated_at = v_now
+  UPDATE aip_route_assignments
+  SET reserved = true, reservation_scopes = v_scopes, last_settlement = NULL, settled_at = NULL, updated_at = v_now
   WHERE action_id = a.action_id;
   RETURN json_build_object('outcome', 'reacquired', 'assignment', aip_assignment_json(a));
 END
@@ -79,12 +98,21 @@ $$;
 
 -- Entry point (data role). p_topology: {region?, zone?, capacity_class?, allow_cross_region?}.
 -- Returns {outcome: created | existing | reacquired, assignment}.
+--
+-- Planning: the candidate query joins seven relations, and the exhaustive join search for that
+-- costs tens of milliseconds per plan, more than the whole resolve. The joins are written in a
+-- good order (a tenant's bindings by key, then their chain, then the replicas of each instance
+-- by index), so the planner keeps that order (join_collapse_limit = 1) and plans each statement
+-- once per session (force_generic_plan) instead of five times first.
 CREATE FUNCTION aip_resolve_route(p_action_id text, p_tenant_id text, p_capability_id text, p_topology jsonb DEFAULT '{}'::jsonb)
 RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET lock_timeout = '2s' AS $$
+SET lock_timeout = '2s'
+SET join_collapse_limit = 1
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
+  -- Each attempt waits at most once, and only when eligible replicas exist but are all locked.
   c_max_attempts constant integer := 32;
   v_topology jsonb := coalesce(p_topology, '{}'::jsonb);
   v_region text;
@@ -94,13 +122,14 @@ DECLARE
   v_now timestamptz;
   v_revision bigint;
   v_first_instance text;
-  v_pick text;
-  v_attempt integer;
+  v_best text;
   a aip_route_assignments;
-  b aip_capability_bindings;
-  i aip_connector_instances;
-  v aip_connector_versions;
   r aip_connector_replicas;
+  v_type_id text;
+  v_manifest_digest text;
+  v_policy_revision bigint;
+  v_credential_ref text;
+  v_quota_ref text;
   v_policy aip_admission_policies;
   v_admission jsonb;
   v_exhausted jsonb;
@@ -123,7 +152,10 @@ BEGIN
   v_cross := aip_read_bool(v_topology, 'allow_cross_region', true);
 
   PERFORM aip_lock_action(p_action_id);
-  SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id FOR UPDATE;
+  -- No row lock needed: the action lock serializes every resolve and settle of this action, and
+  -- lease expiry only ever turns reserved routes into released ones. An existing route is
+  -- therefore answered read-only, and a released one cannot change before we reacquire it.
+  SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id;
   IF FOUND THEN
     IF a.tenant_id <> p_tenant_id OR a.capability_id <> p_capability_id THEN
       PERFORM aip_fail('conflict', format('action `%s` already has a different route contract', p_action_id),
@@ -135,77 +167,89 @@ BEGIN
     RETURN aip_reacquire_route(a);
   END IF;
 
-  -- A new action: decide against one catalog revision.
+  -- A new action: decide against one catalog revision. The shared publication lock is held to
+  -- commit, so bindings, instances, versions and types cannot change under the decision.
   v_revision := aip_catalog_revision_shared();
   v_now := aip_now();
-  SELECT b2.instance_id INTO v_first_instance
-  FROM aip_capability_bindings b2
-  WHERE b2.tenant_id = p_tenant_id AND b2.capability_id = p_capability_id AND b2.enabled
-    AND aip_binding_chain_live(b2.tenant_id, b2.capability_id, b2.instance_id, NULL)
-  ORDER BY b2.priority, b2.instance_id
-  LIMIT 1;
-  IF NOT FOUND THEN
-    PERFORM aip_fail('binding-unavailable',
-      format('no enabled connector binding for tenant `%s` and capability `%s`', p_tenant_id, p_capability_id),
-      jsonb_build_object('tenant_id', p_tenant_id, 'capability_id', p_capability_id));
-  END IF;
 
-  -- Take the best eligible replica nobody else is routing to right now. Only when every eligible
-  -- replica is locked by a concurrent router do we wait, on the best of them, instead of sleeping
-  -- and polling; when nothing is eligible at all we fail at once. The candidate query reads its
-  -- statement snapshot, so a row is re-verified under its lock against the latest committed state
-  -- (instances, versions, types and bindings cannot move: we hold the shared publication lock).
+  -- Lock the best eligible replica. Replica state moves without the publication lock, so the
+  -- lock re-checks aip_replica_routable on the row's latest version (EvalPlanQual); a row that
+  -- fails it is passed over. Only the ordering keys may be a snapshot old.
   FOR v_attempt IN 1 .. c_max_attempts LOOP
-    SELECT c.replica_id INTO v_pick
+    -- The best one nobody else is routing to right now: never waits.
+    SELECT rl.* INTO r
     FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-    JOIN aip_connector_replicas r2 ON r2.replica_id = c.replica_id
+    JOIN aip_connector_replicas rl ON rl.replica_id = c.replica_id
+    WHERE aip_replica_routable(rl, v_now)
     ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
     LIMIT 1
-    FOR UPDATE OF r2 SKIP LOCKED;
-    IF NOT FOUND THEN
-      PERFORM 1 FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross)
-      LIMIT 1;
-      EXIT WHEN NOT FOUND;
-      SELECT c.replica_id INTO v_pick
-      FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-      JOIN aip_connector_replicas r2 ON r2.replica_id = c.replica_id
-      ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
-      LIMIT 1
-      FOR UPDATE OF r2;
-      CONTINUE WHEN NOT FOUND;
-    END IF;
-    SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = v_pick;
-    EXIT WHEN r.status = 'ready' AND r.lease_expires_at > v_now AND r.active_assignments < r.capacity
-              AND r.circuit_open_until <= v_now;
-    v_pick := NULL;
+    FOR UPDATE OF rl SKIP LOCKED;
+    EXIT WHEN FOUND;
+    -- Nothing unlocked. When nothing is eligible at all, fail now: no retry, no sleep.
+    SELECT c.replica_id INTO v_best
+    FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
+    ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
+    LIMIT 1;
+    EXIT WHEN NOT FOUND;
+    -- Everything eligible is busy: wait for the best row alone (its holder commits in moments).
+    -- A waiting statement locks at most this one row, so two resolvers can never each hold a
+    -- replica the other waits for. If the row filled up meanwhile, the subtransaction rolls back
+    -- and gives the lock up at once (a lock kept to commit would make every later waiter queue
+    -- behind this whole transaction); then try again with a fresh snapshot.
+    BEGIN
+      SELECT rl.* INTO r FROM aip_connector_replicas rl WHERE rl.replica_id = v_best FOR UPDATE;
+      IF NOT coalesce(aip_replica_routable(r, v_now), false) THEN
+        RAISE SQLSTATE 'ARSKP';
+      END IF;
+      EXIT;
+    EXCEPTION WHEN SQLSTATE 'ARSKP' THEN
+      r := NULL;
+    END;
   END LOOP;
-  IF v_pick IS NULL THEN
+  IF r.replica_id IS NULL THEN
+    -- Say why: no qualified binding at all, or none of its replicas can take the action. (A
+    -- candidate implies a qualified binding, so a successful resolve never asks.)
+    SELECT b.instance_id INTO v_first_instance
+    FROM aip_route_bindings(p_tenant_id, p_capability_id) b
+    ORDER BY b.priority, b.instance_id
+    LIMIT 1;
+    IF NOT FOUND THEN
+      PERFORM aip_fail('binding-unavailable',
+        format('no enabled connector binding for tenant `%s` and capability `%s`', p_tenant_id, p_capability_id),
+        jsonb_build_object('tenant_id', p_tenant_id, 'capability_id', p_capability_id));
+    END IF;
     PERFORM aip_fail('replica-unavailable', format('no ready connector replica for instance `%s`', v_first_instance),
                      jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', 1000));
   END IF;
 
-  -- The chosen replica's row is locked and verified; read the rest of its chain.
-  SELECT * INTO i FROM aip_connector_instances WHERE instance_id = r.instance_id;
-  SELECT * INTO v FROM aip_connector_versions WHERE version_id = i.version_id;
-  SELECT * INTO b FROM aip_capability_bindings
-  WHERE tenant_id = p_tenant_id AND capability_id = p_capability_id AND instance_id = i.instance_id;
+  -- The rest of the chosen chain (stable: the publication lock is held).
+  SELECT v.type_id, v.manifest_digest, b.policy_revision, b.credential_revision_ref, b.quota_policy_ref
+  INTO v_type_id, v_manifest_digest, v_policy_revision, v_credential_ref, v_quota_ref
+  FROM aip_capability_bindings b, aip_connector_versions v
+  WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = r.instance_id
+    AND v.version_id = r.version_id;
 
-  IF b.quota_policy_ref IS NULL THEN
+  IF v_quota_ref IS NULL THEN
     v_policy := aip_default_admission_policy();
   ELSE
-    SELECT * INTO v_policy FROM aip_admission_policies WHERE policy_ref = b.quota_policy_ref;
+    SELECT * INTO v_policy FROM aip_admission_policies WHERE policy_ref = v_quota_ref;
     IF NOT FOUND THEN
-      PERFORM aip_fail('not-found', format('admission policy `%s` was not found', b.quota_policy_ref),
-                       jsonb_build_object('policy_ref', b.quota_policy_ref));
+      PERFORM aip_fail('not-found', format('admission policy `%s` was not found', v_quota_ref),
+                       jsonb_build_object('policy_ref', v_quota_ref));
     END IF;
     IF NOT v_policy.enabled THEN
-      PERFORM aip_fail('admission', format('admission policy `%s` is disabled', b.quota_policy_ref),
-                       jsonb_build_object('policy_ref', b.quota_policy_ref));
+      PERFORM aip_fail('admission', format('admission policy `%s` is disabled', v_quota_ref),
+                       jsonb_build_object('policy_ref', v_quota_ref));
     END IF;
   END IF;
-  v_admission := aip_admission_snapshot(v_policy, b.quota_policy_ref, p_tenant_id, v.type_id, i.instance_id,
-                                        aip_binding_scope_key(p_tenant_id, p_capability_id, i.instance_id));
+  v_admission := aip_admission_snapshot(v_policy, v_quota_ref, p_tenant_id, v_type_id, r.instance_id,
+                                        aip_binding_scope_key(p_tenant_id, p_capability_id, r.instance_id));
 
+  -- Counters before any write: a refused request (a noisy tenant at its limit) costs no insert.
+  v_exhausted := aip_reserve_scopes(v_admission -> 'scopes');
+  IF v_exhausted IS NOT NULL THEN
+    PERFORM aip_fail_capacity(v_exhausted);
+  END IF;
   UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = r.replica_id;
   INSERT INTO aip_route_assignments (
     action_id, capability_id, tenant_id, instance_id, version_id, manifest_digest, replica_id, endpoint,
@@ -213,17 +257,11 @@ BEGIN
     catalog_revision, binding_policy_revision, credential_revision_ref, quota_policy_ref, replica_health_revision,
     fence_token, admission, assigned_at, reserved, reservation_scopes, updated_at)
   VALUES (
-    p_action_id, p_capability_id, p_tenant_id, i.instance_id, v.version_id, v.manifest_digest, r.replica_id, r.endpoint,
+    p_action_id, p_capability_id, p_tenant_id, r.instance_id, r.version_id, v_manifest_digest, r.replica_id, r.endpoint,
     r.peer_principal_id, r.peer_principal_kind, r.peer_did, r.trust_domain, r.transport_profile, r.region, r.zone,
-    r.capacity_class, v_revision, b.policy_revision, b.credential_revision_ref, b.quota_policy_ref, r.health_revision,
+    r.capacity_class, v_revision, v_policy_revision, v_credential_ref, v_quota_ref, r.health_revision,
     'route_' || aip_uuid7_simple(), v_admission, v_now, true, v_admission -> 'scopes', v_now)
   RETURNING * INTO a;
-  -- Counters last: the shared rows (a tenant's counter serializes that tenant) are held for the
-  -- shortest possible time before commit.
-  v_exhausted := aip_reserve_scopes(v_admission -> 'scopes');
-  IF v_exhausted IS NOT NULL THEN
-    PERFORM aip_fail_capacity(v_exhausted);
-  END IF;
   RETURN json_build_object('outcome', 'created', 'assignment', aip_assignment_json(a));
 END
 $$;

@@ -44,7 +44,7 @@ BEGIN
   -- Lock order: replica, then counters (see admission.sql). The circuit uses the thresholds
   -- pinned in the route, not the policy's current ones.
   UPDATE aip_connector_replicas
-  SET active_assignments = greatest(active_assignments - 1, 0),
+  SET active_assignments = active_assignments - 1,
       consecutive_failures = CASE
         WHEN p_outcome = 'completed' THEN 0
         WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 THEN consecutive_failures + 1
@@ -54,9 +54,11 @@ BEGIN
         WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 AND consecutive_failures + 1 >= v_threshold
           THEN greatest(circuit_open_until, v_now + v_open_ms * interval '1 millisecond')
         ELSE circuit_open_until END
-  WHERE replica_id = a.replica_id;
+  WHERE replica_id = a.replica_id AND active_assignments > 0;
   IF NOT FOUND THEN
-    PERFORM aip_fail('fence-lost', format('replica `%s` of the pinned route is missing', a.replica_id),
+    -- A reserved route always holds one of its replica's slots; anything else is corrupted
+    -- bookkeeping, refused like a counter underflow rather than hidden by clamping at zero.
+    PERFORM aip_fail('fence-lost', format('replica `%s` of the pinned route holds no reservation to release', a.replica_id),
                      jsonb_build_object('action_id', p_action_id));
   END IF;
   PERFORM aip_release_scopes(a.reservation_scopes);
