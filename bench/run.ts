@@ -12,6 +12,7 @@ import { publishProbe, seedFleet, verifySeed } from "./lib/seed.js";
 import { connectionBudget, embeddedServer, externalServer, freshDatabase, MACHINE_URL, type Server } from "./lib/target.js";
 import { runCatalog } from "./workloads/catalog.js";
 import { runContention } from "./workloads/contention.js";
+import { measureCosts } from "./workloads/cost.js";
 import { runHttp } from "./workloads/http.js";
 import { runLimits } from "./workloads/limits.js";
 import { runPglite } from "./workloads/pglite.js";
@@ -58,6 +59,14 @@ async function benchServer(server: Server, target: string, options: Options, res
     const writesBefore = await db.withOwner((s) => tableWrites((q) => s.query(q)));
     const layout = seed.layout;
 
+    if (options.suites.has("cost") && !embedded) {
+      log("cost per operation (serial, one session)");
+      await attempt(results, "cost", async () => {
+        const costs = await measureCosts(db, layout, options.quick ? 100 : 300);
+        results.costs.push(...costs.map((c) => ({ target, ...c })));
+        for (const c of costs) log(`  ${c.operation}: server CPU ${c.serverCpuMs?.toFixed(2) ?? "-"} ms, WAL ${c.walBytes.toFixed(0)} B, relation locks ${c.relationLocks} (${c.fastPathLocks} fast-path)`);
+      });
+    }
     if (options.suites.has("routing")) {
       log("routing (registry client over a pg pool)");
       await runRouting(recorder, db, layout, {
@@ -136,6 +145,7 @@ async function main() {
     figures: [],
     scale: null,
     tableWrites: [],
+    costs: [],
     failures: [],
   };
   const recorder = new Recorder(log);

@@ -29,6 +29,8 @@ export interface Spec extends LoadOptions {
   note?: string;
   /** Skip the invariant check (the phase leaves nothing new to check, e.g. SELECT 1). */
   skipInvariants?: boolean;
+  /** Run the operation this long first, untimed, so fresh sessions have compiled and planned. */
+  warmupMs?: number;
 }
 
 export class Recorder {
@@ -39,6 +41,7 @@ export class Recorder {
 
   /** Runs a closed-loop phase against `db`, observed, and records it. */
   async measure(db: BenchDatabase, target: string, spec: Spec, op: Operation, checker?: Registry): Promise<Figure> {
+    if (spec.warmupMs) await closedLoop({ concurrency: spec.concurrency, durationMs: spec.warmupMs }, op);
     const observer = await observe(db.server.adminUrl, db.name);
     const measurement = await closedLoop(spec, op);
     const observation = await observer.stop();

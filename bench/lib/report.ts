@@ -7,6 +7,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import type { Figure } from "./figures.js";
 import type { MachineInfo, ServerInfo } from "./machine.js";
 import type { SeedReport } from "./seed.js";
+import type { Cost } from "../workloads/cost.js";
 
 export interface Results {
   startedAt: string;
@@ -19,6 +20,7 @@ export interface Results {
   figures: Figure[];
   scale: { throughputRatio: number | null; p99Ratio: number | null } | null;
   tableWrites: { target: string; table: string; inserts: number; updates: number; hotPct: number | null }[];
+  costs: (Cost & { target: string })[];
   /** Suites that could not run, with the reason. */
   failures: { suite: string; error: string }[];
 }
@@ -107,6 +109,19 @@ export function markdown(r: Results): string {
     "",
     ...summary(r),
     "",
+    ...(r.costs.length
+      ? [
+          "Cost per operation (serial, one warm session; barely moved by other load):",
+          "",
+          "| target | operation | server CPU ms | CPU-bound ceiling ops/s (all cores) | WAL bytes | relation locks (fast-path) |",
+          "|---|---|--:|--:|--:|--:|",
+          ...r.costs.map(
+            (c) =>
+              `| ${c.target} | ${c.operation} | ${c.serverCpuMs === null ? "-" : n(c.serverCpuMs, 2)} | ${c.cpuBoundOpsPerSecond === null ? "-" : n(c.cpuBoundOpsPerSecond, 0)} | ${n(c.walBytes, 0)} | ${c.relationLocks ? `${c.relationLocks} (${c.fastPathLocks})` : "-"} |`,
+          ),
+          "",
+        ]
+      : []),
     ...(r.failures.length ? ["Suites that failed:", "", ...r.failures.map((f) => `- ${f.suite}: ${f.error}`), ""] : []),
     "## All figures",
     "",

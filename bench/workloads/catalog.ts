@@ -47,7 +47,14 @@ async function measureCatalog(
   const tenants = Array.from({ length: Math.min(plan.sampledTenants, l.tenants) }, (_, i) => tenantId(Math.floor((i * l.tenants) / plan.sampledTenants)));
   const cursors = new Map<string, string[]>();
   for (const tenant of tenants) cursors.set(tenant, await deepCursors(registry, tenant));
-  const spec = (name: string) => ({ suite: "catalog", name, concurrency: plan.readers, pool: plan.readers, durationMs: plan.durationMs });
+  const spec = (name: string) => ({
+    suite: "catalog",
+    name,
+    concurrency: plan.readers,
+    pool: plan.readers,
+    durationMs: plan.durationMs,
+    warmupMs: plan.durationMs / 4,
+  });
   const pick = <T>(items: T[]) => items[Math.floor(Math.random() * items.length)] as T;
 
   await recorder.measure(db, plan.target, spec(`first page (limit ${PAGE})`), async () => {

@@ -88,6 +88,7 @@ async function measureHot(recorder: Recorder, db: BenchDatabase, plan: Contentio
     concurrency: plan.hotConcurrency,
     pool: plan.hotPool,
     durationMs: plan.durationMs,
+    warmupMs: plan.durationMs / 4,
   };
   try {
     await recorder.measure(db, plan.target, spec, () => cycle(hot.registry, "tenant-hot", "cap:hot.run"), hot.registry);
@@ -99,13 +100,16 @@ async function measureHot(recorder: Recorder, db: BenchDatabase, plan: Contentio
 async function measureNoisy(recorder: Recorder, db: BenchDatabase, plan: ContentionPlan): Promise<void> {
   const quiet = await db.registry(4);
   const noisy = await db.registry(plan.noisyPool);
-  const quietSpec = (name: string, durationMs: number) => ({ suite: "contention", name, concurrency: 4, pool: 4, durationMs });
+  const warmupMs = plan.durationMs / 4;
+  const quietSpec = (name: string, durationMs: number) => ({ suite: "contention", name, concurrency: 4, pool: 4, durationMs, warmupMs });
   const noisySpec = {
     suite: "contention",
     name: `noisy tenant at its limit (${NOISY_TENANT_LIMIT} in flight, 10 ms hold)`,
     concurrency: plan.noisyConcurrency,
     pool: plan.noisyPool,
     durationMs: plan.durationMs,
+    // The same warm-up as the quiet side's, so both measure over the same window.
+    warmupMs,
     note: "capacity-exceeded errors are the limit working; ops/s counts accepted cycles",
   };
   const quietCycle = () => cycle(quiet.registry, "tenant-quiet", "cap:nq.run");

@@ -4,14 +4,15 @@
  * - pool size: 500 in-flight cycles over pools of different sizes (on two cores, every extra
  *   active backend adds context switches and lock-manager contention rather than throughput);
  * - one tenant: every cycle on a single tenant, so every transaction updates the same tenant
- *   counter row and they serialize on it until commit;
+ *   counter row and they serialize on it until commit (the commit's WAL flush included, which
+ *   the same experiment without waiting for the flush isolates);
  * - commit latency: the same cycles with synchronous_commit=off for the data role (commits stop
  *   waiting for the WAL flush; durability is traded, so this is evidence, never a setting).
  */
 import type { Recorder } from "../lib/figures.js";
 import type { Layout } from "../lib/layout.js";
 import type { BenchDatabase } from "../lib/target.js";
-import { resolveNew, settle } from "./routing.js";
+import { resolveNew, settle, warmUp } from "./routing.js";
 
 export interface LimitsPlan {
   target: string;
@@ -41,6 +42,7 @@ export async function runLimits(recorder: Recorder, db: BenchDatabase, l: Layout
   const measure = async (name: string, concurrency: number, pool: number, layout: Layout, label: string) => {
     const handle = await db.registry(pool);
     try {
+      await warmUp(handle.registry, l, pool);
       await recorder.measure(
         db,
         plan.target,
@@ -58,5 +60,6 @@ export async function runLimits(recorder: Recorder, db: BenchDatabase, l: Layout
   // Pools opened inside see the role setting; it is reset for every later session.
   await withRoleSetting(db, "synchronous_commit = off", async () => {
     for (const concurrency of [1, c]) await measure("synchronous_commit=off", concurrency, Math.min(concurrency, plan.pool), l, `a${concurrency}`);
+    await measure("one tenant, synchronous_commit=off", c, plan.pool, { ...l, tenants: 1 }, "a1t");
   });
 }

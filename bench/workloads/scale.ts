@@ -7,7 +7,7 @@
 import type { Figure, Recorder } from "../lib/figures.js";
 import { seedFleet, type SeedReport } from "../lib/seed.js";
 import { dropDatabase, freshDatabase, type Server } from "../lib/target.js";
-import { resolveNew, settle } from "./routing.js";
+import { resolveNew, settle, warmUp } from "./routing.js";
 
 export interface ScalePoint {
   replicas: number;
@@ -29,6 +29,7 @@ export async function runScale(
       plan.log(`  seeded ${replicas} replicas / ${seed.layout.bindings} bindings in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`);
       const { registry } = await db.registry(plan.pool);
       // closePools (below) closes this pool with the database.
+      await warmUp(registry, seed.layout, plan.pool);
       const cycle = await recorder.measure(
         db,
         plan.target,

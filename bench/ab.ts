@@ -1,0 +1,103 @@
+/**
+ * Before/after measurement of a candidate schema or function change, robust to a noisy machine:
+ *
+ *   npx tsx bench/ab.ts bench/candidates/<name>.sql [--workload=cycle|resolve] [--concurrency=16]
+ *     [--pool=16] [--rounds=4] [--seconds=4] [--replicas=10000] [--tenants=N]
+ *
+ * Two databases get the same seeded fleet; the candidate SQL is applied to B only, as the owner
+ * (the way the owner of functions/ or drizzle/ would ship it). The workload then alternates
+ * A, B, A, B ... so that load from anything else on the machine hits both sides alike, and the
+ * median of each side is compared. Hot-table HOT update ratios are reported per side.
+ */
+import { readFile } from "node:fs/promises";
+import { closedLoop, type Measurement } from "./lib/load.js";
+import { observe } from "./lib/observe.js";
+import { tableWrites, writesBetween } from "./lib/observe.js";
+import { seedFleet } from "./lib/seed.js";
+import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
+import { resolveNew, settle, warmUp } from "./workloads/routing.js";
+
+const args = new Map(
+  process.argv.slice(3).map((arg) => {
+    const [key, value] = arg.replace(/^--/, "").split("=");
+    return [key as string, value ?? "true"];
+  }),
+);
+const candidate = process.argv[2];
+if (!candidate) throw new Error("usage: npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve] [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4]");
+const workload = args.get("workload") ?? "cycle";
+const concurrency = Number(args.get("concurrency") ?? 16);
+const pool = Number(args.get("pool") ?? Math.min(concurrency, 64));
+const rounds = Number(args.get("rounds") ?? 4);
+const seconds = Number(args.get("seconds") ?? 4);
+const replicas = Number(args.get("replicas") ?? 10_000);
+/** Restrict requests to the first N tenants (1: every transaction shares one tenant counter). */
+const tenants = args.get("tenants") ? Number(args.get("tenants")) : undefined;
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+
+/** One measured round on one side; its pool is opened and closed around it (A and B never hold connections at once). */
+async function round(db: BenchDatabase, layout: Awaited<ReturnType<typeof seedFleet>>["layout"]) {
+  const handle = await db.registry(pool);
+  const op =
+    workload === "resolve"
+      ? async () => {
+          await resolveNew(handle.registry, layout, "ab");
+        }
+      : async () => settle(handle.registry, await resolveNew(handle.registry, layout, "ab"));
+  try {
+    await warmUp(handle.registry, layout, pool);
+    const observer = await observe(db.server.adminUrl, db.name);
+    const measurement = await closedLoop({ concurrency, durationMs: seconds * 1000 }, op);
+    return { ...measurement, waits: (await observer.stop()).waits };
+  } finally {
+    await handle.close();
+  }
+}
+
+async function main() {
+  const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
+  const sql = await readFile(candidate as string, "utf8");
+  const sides: Record<"A" | "B", BenchDatabase> = {
+    A: await freshDatabase(server, "aip_bench_ab_a"),
+    B: await freshDatabase(server, "aip_bench_ab_b"),
+  };
+  try {
+    const seeds = await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }))));
+    await sides.B.withOwner((s) => s.exec(sql));
+    await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => s.exec("ANALYZE"))));
+    const layout = { ...seeds[0]!.layout, ...(tenants ? { tenants } : {}) };
+    const before = { A: await sides.A.withOwner((s) => tableWrites((q) => s.query(q))), B: await sides.B.withOwner((s) => tableWrites((q) => s.query(q))) };
+    const results: Record<"A" | "B", (Measurement & { waits: Record<string, number> })[]> = { A: [], B: [] };
+    console.log(`${candidate}: ${workload} at concurrency ${concurrency} over ${pool} connections, ${rounds} x ${seconds} s per side, alternating`);
+    for (let r = 0; r < rounds; r++) {
+      for (const name of (r % 2 === 0 ? ["A", "B"] : ["B", "A"]) as ("A" | "B")[]) {
+        const m = await round(sides[name], layout);
+        results[name].push(m);
+        const waits = Object.entries(m.waits).slice(0, 3).map(([w, n]) => `${w} ${n}`).join(", ");
+        console.log(`  ${name} round ${r + 1}: ${m.throughput.toFixed(1)} ops/s p50 ${m.latency.p50.toFixed(1)} p99 ${m.latency.p99.toFixed(1)} ms ${JSON.stringify(m.errors)} waits: ${waits}`);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // let backends flush table statistics
+    for (const name of ["A", "B"] as const) {
+      const after = await sides[name].withOwner((s) => tableWrites((q) => s.query(q)));
+      const hot = writesBetween(before[name], after).map((w) => `${w.table.replace("aip_", "")} HOT ${w.hotPct ?? "-"}%`).join(", ");
+      const ms = results[name];
+      console.log(
+        `${name === "A" ? "before" : "after "}: median ${median(ms.map((m) => m.throughput)).toFixed(1)} ops/s, p50 ${median(ms.map((m) => m.latency.p50)).toFixed(1)} ms, p99 ${median(ms.map((m) => m.latency.p99)).toFixed(1)} ms; ${hot}`,
+      );
+    }
+    const ratio = median(results.B.map((m) => m.throughput)) / median(results.A.map((m) => m.throughput));
+    console.log(`after/before throughput: x${ratio.toFixed(2)}`);
+  } finally {
+    for (const db of Object.values(sides)) {
+      await db.closePools();
+      await dropDatabase(server, db.name);
+    }
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
