@@ -98,6 +98,10 @@ $$;
 --
 -- if_revision (an HTTP If-None-Match) short-circuits: at that revision the answer is just
 -- {catalog_revision, not_modified: true}, after the cursor was checked.
+--
+-- VOLATILE (the default) on purpose: a STABLE function would read everything with the snapshot
+-- of the calling statement, taken before the shared lock was granted, and could pair a newer
+-- revision with older rows (test/concurrency/catalog.test.ts catches exactly that).
 CREATE FUNCTION aip_catalog_query(p_mode text, p_tenant_id text, p_query jsonb) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -145,7 +149,7 @@ BEGIN
       PERFORM aip_fail('stale-cursor', 'the catalog changed since this cursor was issued: restart from the first page',
                        jsonb_build_object('cursor_revision', v_parts[1]::bigint, 'catalog_revision', v_revision));
     END IF;
-    v_parts := regexp_match(v_cursor, '^[0-9]{1,18}:([0-9]{1,18}):([0-9a-f]{16}):(.+)$');
+    v_parts := regexp_match(v_cursor, '^[0-9]{1,18}:([0-9]{1,15}):([0-9a-f]{16}):(.+)$');
     IF v_parts IS NULL THEN
       PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged');
     END IF;
@@ -163,23 +167,23 @@ BEGIN
     SELECT count(*) INTO v_total FROM aip_catalog_visible(p_mode, p_tenant_id, '', v_exact, v_text, v_profile);
   END IF;
 
-  -- Up to limit + 1 IDs in order; a running sum of their sizes marks the ones that fit (a prefix).
-  -- Only those are built into JSON; one more fetched than included means there is a next page.
-  SELECT coalesce(json_agg(aip_definition_json(d) ORDER BY p.n) FILTER (WHERE p.fits), '[]'::json),
-         count(*) FILTER (WHERE p.fits), count(*),
-         coalesce(sum(d.definition_bytes) FILTER (WHERE p.fits), 0),
-         (array_agg(p.capability_id ORDER BY p.n DESC) FILTER (WHERE p.fits))[1],
-         (array_agg(d.definition_bytes ORDER BY p.n))[1]
+  -- Up to limit + 1 IDs in order; a running sum of their sizes marks the ones that fit (a prefix),
+  -- and only those are built into JSON. One more fetched than included: there is a next page.
+  SELECT coalesce(json_agg(p.definition ORDER BY p.n) FILTER (WHERE p.definition IS NOT NULL), '[]'::json),
+         count(p.definition), count(*),
+         coalesce(sum(p.bytes) FILTER (WHERE p.definition IS NOT NULL), 0),
+         (array_agg(p.capability_id ORDER BY p.n DESC) FILTER (WHERE p.definition IS NOT NULL))[1],
+         (array_agg(p.bytes ORDER BY p.n))[1]
   INTO v_items, v_included, v_fetched, v_bytes, v_last, v_next_bytes
-  FROM (SELECT s.capability_id, row_number() OVER w AS n,
-               row_number() OVER w <= v_limit AND sum(d0.definition_bytes) OVER w <= v_max_bytes AS fits
+  FROM (SELECT d.capability_id, d.definition_bytes AS bytes, row_number() OVER w AS n,
+               CASE WHEN row_number() OVER w <= v_limit AND sum(d.definition_bytes) OVER w <= v_max_bytes
+                    THEN aip_definition_json(d) END AS definition
         FROM (SELECT x.capability_id
               FROM aip_catalog_visible(p_mode, p_tenant_id, v_after, v_exact, v_text, v_profile) x
               ORDER BY x.capability_id
               LIMIT v_limit + 1) s
-        JOIN aip_capability_definitions d0 ON d0.capability_id = s.capability_id
-        WINDOW w AS (ORDER BY s.capability_id ROWS UNBOUNDED PRECEDING)) p
-  JOIN aip_capability_definitions d ON d.capability_id = p.capability_id;
+        JOIN aip_capability_definitions d ON d.capability_id = s.capability_id
+        WINDOW w AS (ORDER BY s.capability_id ROWS UNBOUNDED PRECEDING)) p;
 
   IF v_fetched > 0 AND v_included = 0 THEN
     PERFORM aip_invalid_field('max_bytes', format('is smaller than the next capability definition (%s bytes)', v_next_bytes));

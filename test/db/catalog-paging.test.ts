@@ -206,6 +206,7 @@ describe("the cursor", () => {
       `${revision}:${total}:${fingerprint!.toUpperCase()}:cap:walk.0001`,
       `${revision}:${total}:${fingerprint!.slice(1)}:cap:walk.0001`,
       `${revision}:x:${fingerprint}:cap:walk.0001`,
+      `${revision}:${"1".repeat(16)}:${fingerprint}:cap:walk.0001`,
       `${"9".repeat(19)}:${total}:${fingerprint}:cap:walk.0001`,
       "x".repeat(1101),
     ];

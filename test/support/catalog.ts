@@ -45,13 +45,16 @@ export const fleetCapability = (n: number) => `cap:fleet.${String(n).padStart(4,
  * instance number % types, so the chain is consistent). Noise the filters must skip: each type
  * also has a revoked older version, the last instance of every tenant is disabled, and bindings
  * with n % 50 = 49 are disabled. Even types also declare the profile `aip.mcp.v1`.
- * `fleetVisible` states what a tenant must see.
+ * `fleetVisible` states what a tenant must see. No replicas: the catalog never reads them.
  */
 export async function seedCatalogFleet(owner: pg.Pool | pg.Client, shape: FleetShape = FLEET_SCALE): Promise<void> {
   const { tenants, instancesPerTenant, capabilities, types } = shape;
   if (instancesPerTenant % types !== 0) throw new Error("instancesPerTenant must be a multiple of types");
+  // The data is consistent by construction, so the bulk load skips the per-row foreign-key
+  // triggers (session_replication_role, superuser only): that alone halves the seeding time.
   await owner.query(`
     BEGIN;
+    SET LOCAL session_replication_role = replica;
     INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
     SELECT s.id, 'sha256:' || encode(sha256(convert_to(c.cap::text, 'UTF8')), 'hex'),
            'sha256:' || encode(sha256(convert_to((c.cap -> 'input_schema')::text, 'UTF8')), 'hex'),
@@ -89,16 +92,10 @@ export async function seedCatalogFleet(owner: pg.Pool | pg.Client, shape: FleetS
            'cinst_fleet_' || lpad(t::text, 3, '0') || '_' || lpad((n % ${instancesPerTenant})::text, 3, '0'), 10, 1, n % 50 <> 49
     FROM generate_series(0, ${tenants - 1}) t, generate_series(0, ${capabilities - 1}) n;
 
-    INSERT INTO aip_connector_replicas (replica_id, instance_id, version_id, endpoint, peer_principal_id, peer_principal_kind,
-                                        peer_did, trust_domain, transport_profile, region, zone, capacity_class, capacity)
-    SELECT 'crepl_' || substr(i.instance_id, 7), i.instance_id, i.version_id, 'https://' || i.instance_id || '.hosts.example/aip',
-           'service:' || i.instance_id, 'service', 'did:key:z' || i.instance_id, 'hosts.example', 'aip.native.http.v1',
-           'eu-west', 'eu-west-1a', 'standard', 10
-    FROM aip_connector_instances i WHERE i.instance_id LIKE 'cinst\\_fleet\\_%';
-
     UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton;
     COMMIT;
-    ANALYZE;
+    ANALYZE aip_capability_definitions, aip_connector_types, aip_connector_versions, aip_version_capabilities,
+            aip_version_profiles, aip_connector_instances, aip_capability_bindings;
   `);
 }
 
