@@ -26,6 +26,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { neonConfig as NeonConfigClass } from '@neondatabase/serverless';
+import { pointNeonAtLocalProxy } from './neon-local.js';
 
 // ---------------------------------------------------------------------------
 // Public types
@@ -118,22 +119,10 @@ type NeonConfigLike = Pick<
 >;
 
 /**
- * Point the driver's global `neonConfig` at a local proxy. Settings, and why:
- *
- * - `fetchEndpoint = 'http://host:port/sql'`: the default builds
- *   `'https://' + host.replace(/^[^.]+\./, 'api.') + '/sql'`, always https,
- *   so a string (or function) is the only way to get plain http. Global only.
- * - `wsProxy = 'host:port/v1'`: a string makes the driver open
- *   `ws(s)://host:port/v1?address=<pgHost>:<pgPort>`.
- * - `useSecureWebSocket = false`: ws:// instead of wss://.
- * - `pipelineConnect = false`: the default `'password'` sends a cleartext
- *   PasswordMessage right after the StartupMessage without waiting for the
- *   server's auth request (Neon's proxy expects it); a real PostgreSQL with
- *   trust/scram auth rejects that pipelined message.
- * - `pipelineTLS = false`, `forceDisablePgSSL = true`: no TLS inside the tunnel
- *   (both are already the defaults; set explicitly so nothing else flips them).
- * - `webSocketConstructor`: Node 20 has no global WebSocket, so default to
- *   `ws`. In workerd leave it undefined: the global WebSocket is used.
+ * Point the driver's global `neonConfig` at a local proxy: the runtime-neutral settings of
+ * `pointNeonAtLocalProxy` (src/dev/neon-local.ts, which explains each one), plus a WebSocket
+ * constructor: Node 20 has no global WebSocket, so it defaults to `ws`; pass `null` to keep
+ * the runtime's global one (workerd, browsers).
  *
  * `poolQueryViaFetch` is left alone: when true, `Pool.query()` (with no
  * listeners other than 'error') goes over HTTP to `fetchEndpoint` instead of
@@ -144,14 +133,7 @@ export function configureNeonForLocalProxy(
   proxy: string | { url: string },
   options: { webSocketConstructor?: NeonConfigLike['webSocketConstructor'] | null } = {},
 ): void {
-  const base = new URL(typeof proxy === 'string' ? proxy : proxy.url);
-  neonConfig.fetchEndpoint = `http://${base.host}/sql`;
-  neonConfig.wsProxy = `${base.host}/v1`;
-  neonConfig.useSecureWebSocket = false;
-  neonConfig.pipelineConnect = false;
-  neonConfig.pipelineTLS = false;
-  neonConfig.forceDisablePgSSL = true;
-  // null = "use the runtime's global WebSocket"; undefined = default to ws.
+  pointNeonAtLocalProxy(neonConfig, proxy);
   if (options.webSocketConstructor !== null) {
     neonConfig.webSocketConstructor =
       options.webSocketConstructor ?? (WebSocket as unknown as NeonConfigLike['webSocketConstructor']);
@@ -520,6 +502,26 @@ function createStats(): NeonProxyStats & { track(c: WsConnectionStats): void } {
   return stats;
 }
 
+/** JSON form of the counters served at GET /__stats (per-connection detail left out). */
+export interface NeonProxyStatsSnapshot {
+  http: { requests: number; statements: number; errors: number };
+  ws: { opened: number; open: number; queries: number; parses: number };
+  statements: number;
+}
+
+function statsSnapshot(stats: NeonProxyStats): NeonProxyStatsSnapshot {
+  return {
+    http: { ...stats.http },
+    ws: {
+      opened: stats.ws.opened,
+      open: stats.ws.connections.filter((c) => c.open).length,
+      queries: stats.ws.queries,
+      parses: stats.ws.parses,
+    },
+    statements: stats.statements(),
+  };
+}
+
 export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<NeonProxy> {
   const {
     port = 0,
@@ -647,6 +649,17 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
         'Access-Control-Max-Age': '86400',
       });
       res.end();
+      return;
+    }
+    // Counters for clients that cannot reach this process's memory (the workerd test suite
+    // counts statements per API call here). Development/test only, like the whole proxy.
+    if (pathname === '/__stats' && req.method === 'GET') {
+      sendJson(res, 200, statsSnapshot(stats));
+      return;
+    }
+    if (pathname === '/__stats/reset' && req.method === 'POST') {
+      stats.reset();
+      sendJson(res, 200, statsSnapshot(stats));
       return;
     }
     if (pathname !== '/sql' || req.method !== 'POST') {

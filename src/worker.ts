@@ -1,0 +1,195 @@
+/**
+ * Workers entry: the same Hono app as Node, on `@neondatabase/serverless`.
+ *
+ * Bindings (wrangler vars and secrets; see wrangler.toml and docs/deploy.md):
+ * - DATABASE_URL (secret): the data role. Required.
+ * - CONTROL_DATABASE_URL (secret): the control role, for /v1/admin/*. Without it the Worker
+ *   serves the data plane only and /v1/admin/* answers 403 `forbidden`.
+ * - AUTH_HS256_SECRET (secret) or AUTH_JWKS_URL (+ AUTH_ISSUER, AUTH_AUDIENCE).
+ * - NEON_TRANSPORT: `http` (default; `neon()`, one HTTPS request per statement) or `websocket`
+ *   (a `Pool` per request, ended with waitUntil).
+ * - NEON_LOCAL_PROXY: development and tests only, the URL of src/dev/neon-proxy.ts.
+ *
+ * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
+ * `storage` until it matches. The cron trigger runs one bounded lease-maintenance cycle.
+ */
+import { neonConfig } from "@neondatabase/serverless";
+import { z } from "zod";
+import { createApp } from "./app.js";
+import { ConfigSchema } from "./config.js";
+import type { SqlExecutor } from "./db/executor.js";
+import { RequestPools, neonHttpExecutor, type NeonTransport } from "./db/neon.js";
+import { SchemaGate } from "./db/schema-gate.js";
+import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
+import { createAuthenticator, type Authenticator } from "./http/auth.js";
+import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
+import { runLeaseMaintenance, type MaintenanceBounds } from "./maintenance.js";
+import { jsonLines } from "./observability/access-log.js";
+import { PROBLEM_TITLES } from "./registry/errors.js";
+import { Registry } from "./registry/registry.js";
+
+export interface WorkerEnv {
+  DATABASE_URL?: string;
+  CONTROL_DATABASE_URL?: string;
+  AUTH_HS256_SECRET?: string;
+  AUTH_JWKS_URL?: string;
+  AUTH_ISSUER?: string;
+  AUTH_AUDIENCE?: string;
+  NEON_TRANSPORT?: string;
+  NEON_LOCAL_PROXY?: string;
+  ACCESS_LOG?: string;
+  BODY_LIMIT_BYTES?: string;
+  ADMIN_BODY_LIMIT_BYTES?: string;
+  LEASE_EXPIRY_BATCH?: string;
+  LEASE_EXPIRY_MAX_BATCHES?: string;
+}
+
+/** The parts of the Workers ExecutionContext / ScheduledController used here. */
+export interface WaitUntil {
+  waitUntil(promise: Promise<unknown>): void;
+}
+export interface ScheduledEventLike {
+  cron: string;
+  scheduledTime: number;
+}
+
+const WorkerConfigSchema = ConfigSchema.pick({
+  DATABASE_URL: true,
+  CONTROL_DATABASE_URL: true,
+  AUTH_HS256_SECRET: true,
+  AUTH_JWKS_URL: true,
+  AUTH_ISSUER: true,
+  AUTH_AUDIENCE: true,
+  ACCESS_LOG: true,
+  BODY_LIMIT_BYTES: true,
+  ADMIN_BODY_LIMIT_BYTES: true,
+  LEASE_EXPIRY_BATCH: true,
+  LEASE_EXPIRY_MAX_BATCHES: true,
+})
+  .extend({
+    NEON_TRANSPORT: z.enum(["http", "websocket"]).optional().transform((v): NeonTransport => v ?? "http"),
+    NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
+  })
+  .refine((config) => config.DATABASE_URL, { path: ["DATABASE_URL"], message: "is required (the data role's connection string)" });
+
+type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
+
+/** Everything that lives as long as the isolate: parsed config, auth, the schema gate. */
+class WorkerRuntime {
+  readonly gate = new SchemaGate();
+  readonly authenticator: Authenticator;
+  readonly bounds: MaintenanceBounds;
+  /** HTTP transport: executors hold no socket, so one app serves every request. */
+  private sharedApp: ReturnType<typeof createApp> | undefined;
+
+  constructor(readonly config: WorkerConfig & { DATABASE_URL: string }) {
+    this.authenticator = createAuthenticator({
+      ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: config.AUTH_HS256_SECRET }),
+      ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
+      ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
+    });
+    this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
+  }
+
+  /**
+   * A registry over the configured transport. WebSocket executors belong to `pools` (one
+   * request's); HTTP ones need nothing per request.
+   */
+  registry(pools?: RequestPools): Registry {
+    const open = (url: string): SqlExecutor => (pools ? pools.executor(url) : neonHttpExecutor(url));
+    const data = open(this.config.DATABASE_URL);
+    const control = this.config.CONTROL_DATABASE_URL ? open(this.config.CONTROL_DATABASE_URL) : undefined;
+    return new Registry({
+      data: this.gate.guard(data),
+      ...(control ? { control: this.gate.guard(control, data) } : {}),
+    });
+  }
+
+  app(registry: Registry) {
+    return createApp({
+      registry,
+      authenticator: this.authenticator,
+      bodyLimitBytes: this.config.BODY_LIMIT_BYTES,
+      adminBodyLimitBytes: this.config.ADMIN_BODY_LIMIT_BYTES,
+      ...(this.config.ACCESS_LOG ? { log: jsonLines() } : {}),
+    });
+  }
+
+  async fetch(request: Request, ctx: WaitUntil): Promise<Response> {
+    if (this.config.NEON_TRANSPORT === "http") {
+      this.sharedApp ??= this.app(this.registry());
+      return this.sharedApp.fetch(request);
+    }
+    const pools = new RequestPools();
+    try {
+      return await this.app(this.registry(pools)).fetch(request);
+    } finally {
+      ctx.waitUntil(pools.end());
+    }
+  }
+
+  async maintain(event: ScheduledEventLike): Promise<void> {
+    const pools = this.config.NEON_TRANSPORT === "websocket" ? new RequestPools() : undefined;
+    try {
+      const result = await runLeaseMaintenance(this.registry(pools), this.bounds);
+      if (result.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", cron: event.cron, ...result }));
+    } catch (error) {
+      console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", cron: event.cron, error: String(error) }));
+      throw error; // the cron invocation is reported as failed
+    } finally {
+      await pools?.end();
+    }
+  }
+}
+
+// Bindings are fixed for a deployment, so this holds one entry; tests may run a few configurations.
+const runtimes = new Map<string, WorkerRuntime>();
+
+function runtimeFor(env: WorkerEnv): WorkerRuntime {
+  const bindings: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") bindings[name] = String(value);
+  }
+  const key = JSON.stringify(Object.entries(bindings).sort(([a], [b]) => (a < b ? -1 : 1)));
+  let runtime = runtimes.get(key);
+  if (!runtime) {
+    const parsed = WorkerConfigSchema.safeParse(bindings);
+    if (!parsed.success) {
+      throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    }
+    if (parsed.data.NEON_LOCAL_PROXY) pointNeonAtLocalProxy(neonConfig, parsed.data.NEON_LOCAL_PROXY);
+    runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string });
+    if (runtimes.size >= 8) runtimes.delete(runtimes.keys().next().value as string);
+    runtimes.set(key, runtime);
+  }
+  return runtime;
+}
+
+/** A deployment mistake: logged in full, answered without details. */
+function misconfigured(error: unknown): Response {
+  console.error(JSON.stringify({ level: "error", msg: "worker misconfigured", error: error instanceof Error ? error.message : String(error) }));
+  const body = {
+    type: "https://aip.dev/problems/internal",
+    title: PROBLEM_TITLES.internal,
+    status: 500,
+    detail: "the registry Worker is misconfigured; see its logs",
+    code: "internal",
+  };
+  return new Response(JSON.stringify(body), { status: 500, headers: { "content-type": PROBLEM_CONTENT_TYPE } });
+}
+
+export default {
+  async fetch(request: Request, env: WorkerEnv, ctx: WaitUntil): Promise<Response> {
+    let runtime: WorkerRuntime;
+    try {
+      runtime = runtimeFor(env);
+    } catch (error) {
+      return misconfigured(error);
+    }
+    return runtime.fetch(request, ctx);
+  },
+
+  async scheduled(event: ScheduledEventLike, env: WorkerEnv, ctx: WaitUntil): Promise<void> {
+    ctx.waitUntil(runtimeFor(env).maintain(event));
+  },
+};
