@@ -1,8 +1,17 @@
+import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
+import { TEST_SECRET } from "./test/support/http.js";
+import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "./test/support/server.js";
 
-// One `vitest run` (npm test) runs every project; the root globalSetup starts PostgreSQL once.
-// Projects in a higher sequence group run after the lower ones finish: the concurrency suites
-// get the server's connection slots to themselves (the CI server allows only 100).
+/** A connection string the way a Worker holds one: a fake host that only the local proxy serves. */
+function workerDatabaseUrl(database: string, login: keyof typeof LOGIN_ROLES): string {
+  return `postgres://${login}:${TEST_ROLE_PASSWORD}@db.localtest.me:5432/${database}`;
+}
+
+// One `vitest run` (npm test) runs every project; the root globalSetup starts PostgreSQL and the
+// local Neon proxy once. Projects in a higher sequence group run after the lower ones finish: the
+// concurrency suites get the server's connection slots to themselves (the CI server allows only 100).
+// No project sets `extends: true`: the root globalSetup would run again for it.
 export default defineConfig({
   test: {
     globalSetup: ["./test/global-setup.ts"],
@@ -13,6 +22,34 @@ export default defineConfig({
           include: ["test/unit/**/*.test.ts", "test/db/**/*.test.ts", "test/http/**/*.test.ts", "test/dev/**/*.test.ts"],
           pool: "forks",
           maxWorkers: 2,
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        // The Worker (src/worker.ts, wrangler.toml) inside workerd, on the Neon driver, against the
+        // test PostgreSQL through the local Neon proxy. Its files share one database, so they run
+        // one at a time.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_test_data"),
+                CONTROL_DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_test_control"),
+                AUTH_HS256_SECRET: TEST_SECRET,
+                NEON_LOCAL_PROXY: inject("neonProxyUrl"),
+                NEON_TRANSPORT: "http",
+                ACCESS_LOG: "false",
+              },
+            },
+          })),
+        ],
+        test: {
+          name: "worker",
+          include: ["test/worker/**/*.test.ts"],
+          fileParallelism: false,
           testTimeout: 30_000,
           hookTimeout: 60_000,
           sequence: { groupOrder: 0 },

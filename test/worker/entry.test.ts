@@ -1,0 +1,122 @@
+/**
+ * The Worker entry itself: served through the runtime's own dispatch (SELF, with wrangler.toml's
+ * main and the project's bindings), the data-plane-only deployment, the schema gate (refuses a
+ * mismatch with 503, recovers once the schema matches), a misconfigured deployment, and the cron
+ * trigger (one bounded lease-maintenance cycle: an expired replica goes offline, its route is
+ * released).
+ */
+import { SELF, createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import worker from "../../src/worker.js";
+import { untilLeaseExpired } from "../conformance/fleet.js";
+import { conformancePrefix } from "../conformance/index.js";
+import { Api, expectProblem, publishFleet, smallFleet } from "../conformance/target.js";
+import { connectorType } from "../support/fleet.js";
+import { TRANSPORTS, callWorker, databaseUrlOf, mint, ownerSql, workerEnv, workerTarget } from "./support.js";
+
+describe("through the runtime's dispatch (SELF)", () => {
+  const api = new Api({ prefix: conformancePrefix("self"), fetch: (path, init) => SELF.fetch(new URL(path, "http://registry.test"), init), mintToken: mint });
+
+  it("serves /healthz and /readyz", async () => {
+    expect((await api.call("GET", "/healthz")).body).toEqual({ status: "ok" });
+    expect((await api.call("GET", "/readyz")).body).toMatchObject({ status: "ready" });
+  });
+
+  it("publishes and reads the records back over the Neon driver", async () => {
+    const fleet = await smallFleet(api.prefix);
+    const result = await api.publish(fleet.changes);
+    expect(result.changed).toBe(fleet.changes.length);
+    const type = await api.call("GET", `/v1/admin/connector-types/${fleet.typeId}`, { token: await api.admin() });
+    expect(type.body).toMatchObject({ id: fleet.typeId, owner: "org:acme" });
+    const catalog = await api.call("GET", "/v1/catalog/capabilities", { token: await api.tenant(fleet.tenants[0] as string) });
+    expect(catalog.body.capabilities.map((d: { capability: { id: string } }) => d.capability.id)).toEqual(fleet.capabilities);
+  });
+});
+
+describe.each(TRANSPORTS)("data-plane-only deployment (no CONTROL_DATABASE_URL), %s", (transport) => {
+  const api = new Api(workerTarget(workerEnv({ NEON_TRANSPORT: transport, CONTROL_DATABASE_URL: undefined }), conformancePrefix("dp")));
+
+  it("refuses the control plane with 403 and serves the data plane", async () => {
+    const admin = await api.admin();
+    expectProblem(await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [connectorType(`ctype_${api.prefix}`)] } }), 403, "forbidden");
+    expectProblem(await api.call("GET", `/v1/admin/connector-types/ctype_${api.prefix}`, { token: admin }), 403, "forbidden");
+    expect((await api.call("GET", "/v1/fleet/status", { token: admin })).status).toBe(200);
+    expect((await api.call("GET", "/v1/catalog/capabilities", { token: await api.tenant(`${api.prefix}-t`) })).status).toBe(200);
+    expect((await api.call("GET", "/readyz")).body).toMatchObject({ status: "ready" });
+  });
+});
+
+describe("schema gate", () => {
+  const server = inject("pgServer");
+  const database = `aip_t_${server.runId}_wgate`;
+  const postgres = ownerSql("postgres");
+
+  beforeAll(async () => {
+    await postgres.query(`CREATE DATABASE ${database} TEMPLATE ${server.template}`);
+  });
+  afterAll(async () => {
+    await postgres.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+  });
+
+  it.each(TRANSPORTS)("refuses a schema it was not built for with 503, and recovers once it matches (%s)", async (transport) => {
+    const bindings = workerEnv({
+      NEON_TRANSPORT: transport,
+      DATABASE_URL: databaseUrlOf(workerEnv().DATABASE_URL as string, database),
+      CONTROL_DATABASE_URL: databaseUrlOf(workerEnv().CONTROL_DATABASE_URL as string, database),
+    });
+    const api = new Api(workerTarget(bindings, conformancePrefix("gate")));
+    const owner = ownerSql(database);
+    const [{ checksum }] = (await owner.query("SELECT checksum FROM aip_schema_functions")) as [{ checksum: string }];
+    await owner.query("UPDATE aip_schema_functions SET checksum = 'not-this-build'");
+    try {
+      const refused = await api.call("GET", "/v1/fleet/status", { token: await api.admin() });
+      expectProblem(refused, 503, "storage");
+      expect(refused.body.detail).toMatch(/refusing to serve/);
+      expect(refused.headers.get("retry-after")).toBeTruthy();
+      expect((await api.call("GET", "/readyz")).status).toBe(503);
+    } finally {
+      await owner.query("UPDATE aip_schema_functions SET checksum = $1", [checksum]);
+    }
+    // A failed check is not remembered: the next request checks again and is served.
+    expect((await api.call("GET", "/v1/fleet/status", { token: await api.admin() })).status).toBe(200);
+  });
+});
+
+describe("misconfiguration", () => {
+  it.each([
+    ["no DATABASE_URL", { DATABASE_URL: undefined }],
+    ["no auth", { AUTH_HS256_SECRET: undefined }],
+    ["an unknown transport", { NEON_TRANSPORT: "carrier-pigeon" }],
+  ])("%s: 500 internal, without details", async (_name, overrides) => {
+    const response = await callWorker(workerEnv(overrides), "/healthz");
+    expect(response.status).toBe(500);
+    expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ code: "internal", status: 500 });
+    expect(JSON.stringify(body)).not.toMatch(/DATABASE_URL|AUTH_|pigeon/);
+  });
+});
+
+describe.each(TRANSPORTS)("scheduled lease maintenance (%s)", (transport) => {
+  const bindings = workerEnv({ NEON_TRANSPORT: transport });
+  const api = new Api(workerTarget(bindings, conformancePrefix("cron")));
+
+  it("marks an expired lease offline and releases its route", async () => {
+    const tenant = `${api.prefix}-tenant`;
+    const fleet = await smallFleet(api.prefix, { tenants: [tenant] });
+    await publishFleet(api, fleet, 1000);
+    const replicaId = fleet.replicas[tenant] as string;
+    const token = await api.tenant(tenant);
+    expect((await api.call("PUT", `/v1/routes/act_${api.prefix}`, { token, body: { capability_id: fleet.capabilities[0] } })).status).toBe(201);
+    await untilLeaseExpired(api, replicaId);
+
+    const ctx = createExecutionContext();
+    await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "* * * * *" }), bindings, ctx);
+    await waitOnExecutionContext(ctx);
+
+    const view = await api.call("GET", `/v1/admin/replicas/${replicaId}`, { token: await api.admin() });
+    expect(view.body).toMatchObject({ status: "offline", active_assignments: 0 });
+    const route = await api.call("GET", `/v1/routes/act_${api.prefix}`, { token });
+    expect(route.headers.get("aip-last-settlement")).toBe("lease_expired");
+  });
+});

@@ -1,0 +1,69 @@
+/**
+ * Helpers of the workerd suite: calling the Worker's handlers with a chosen configuration, the
+ * local proxy's statement counters, and owner SQL through the proxy (test set-up only).
+ */
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { neon } from "@neondatabase/serverless";
+import { inject } from "vitest";
+import type { Scope } from "../../src/http/auth.js";
+import { mintToken } from "../../src/http/tokens.js";
+import worker, { type WorkerEnv } from "../../src/worker.js";
+import type { ConformanceTarget } from "../conformance/index.js";
+
+export type Transport = "http" | "websocket";
+export const TRANSPORTS: Transport[] = ["http", "websocket"];
+
+/** The project's bindings (vitest.config.ts) with overrides. */
+export function workerEnv(overrides: Partial<Record<keyof WorkerEnv, string | undefined>> = {}): WorkerEnv {
+  const merged: Record<string, unknown> = { ...env, ...overrides };
+  for (const [name, value] of Object.entries(merged)) if (value === undefined) delete merged[name];
+  return merged as WorkerEnv;
+}
+
+/**
+ * One request through the Worker's fetch handler, as the runtime would call it, waiting for its
+ * waitUntil work (the WebSocket pool's end) before returning.
+ */
+export async function callWorker(bindings: WorkerEnv, path: string, init?: RequestInit): Promise<Response> {
+  const ctx = createExecutionContext();
+  const response = await worker.fetch(new Request(new URL(path, "http://registry.test"), init), bindings, ctx);
+  const body = await response.arrayBuffer();
+  await waitOnExecutionContext(ctx);
+  return new Response(response.status === 304 ? null : body, { status: response.status, headers: response.headers });
+}
+
+export function mint(claims: { scopes: Scope[]; tenantId?: string; subject?: string }): Promise<string> {
+  return mintToken(env.AUTH_HS256_SECRET as string, { subject: claims.subject ?? "workerd-test", scopes: claims.scopes, ...(claims.tenantId ? { tenantId: claims.tenantId } : {}) });
+}
+
+export function workerTarget(bindings: WorkerEnv, prefix: string): ConformanceTarget {
+  return { prefix, fetch: (path, init) => callWorker(bindings, path, init), mintToken: mint };
+}
+
+export interface ProxyStats {
+  http: { requests: number; statements: number; errors: number };
+  ws: { opened: number; open: number; queries: number; parses: number };
+  statements: number;
+}
+
+export async function proxyStats(): Promise<ProxyStats> {
+  const response = await fetch(`${inject("neonProxyUrl")}/__stats`);
+  return (await response.json()) as ProxyStats;
+}
+
+/** Owner (superuser) SQL on `database`, through the proxy's HTTP path. */
+export function ownerSql(database: string) {
+  const admin = new URL(inject("pgServer").adminUrl);
+  return neon(`postgres://${admin.username}:${admin.password}@db.localtest.me:5432/${database}`);
+}
+
+/** The worker suite's database URL for `login`, on another database. */
+export function databaseUrlOf(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+// The entry's structural parameter types must fit the runtime's handler type.
+worker satisfies ExportedHandler<WorkerEnv>;
