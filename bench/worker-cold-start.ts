@@ -1,0 +1,125 @@
+/**
+ * Worker cold start: the first requests of a fresh workerd isolate against warm requests.
+ *
+ * Builds the bundle exactly as `wrangler deploy` would (dry run), then, per round, starts a fresh
+ * workerd (Miniflare) on that bundle and times: the runtime start (process + script load and
+ * top-level evaluation), the first request (configuration, app construction, the once-per-isolate
+ * schema check and the call itself), and then warm requests of the same call. Each transport
+ * (NEON_TRANSPORT=http|websocket) is measured separately, against a local PostgreSQL through the
+ * local Neon proxy, so network latency to Neon is NOT in these figures: they isolate the Worker's
+ * own start-up cost and the driver's per-request overhead.
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/worker-cold-start.ts
+ *   (ROUNDS=5 WARM=30; a scratch database is created and dropped)
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Miniflare } from "miniflare";
+import pg from "pg";
+import { buildWorkerBundle } from "../scripts/bundle-size.js";
+import { prepareLocalWorkerDatabase } from "../src/dev/local-database.js";
+import { startNeonProxy } from "../src/dev/neon-proxy.js";
+import { mintToken } from "../src/http/tokens.js";
+
+const ROUNDS = Number(process.env.ROUNDS ?? 5);
+const WARM = Number(process.env.WARM ?? 30);
+const SECRET = "cold-start-bench-secret-0123456789abcdef";
+const COMPATIBILITY_DATE = "2026-04-20";
+
+const quantile = (values: number[], q: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+};
+const ms = (value: number) => `${value.toFixed(1)} ms`;
+
+async function timed<T>(fn: () => Promise<T>): Promise<[T, number]> {
+  const started = performance.now();
+  const result = await fn();
+  return [result, performance.now() - started];
+}
+
+async function main() {
+  const admin = new URL(process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres");
+  const scratch = `aip_bench_cold_${process.pid}`;
+  const ownerUrl = new URL(admin);
+  ownerUrl.pathname = `/${scratch}`;
+
+  const outdir = await mkdtemp(join(tmpdir(), "aip-cold-start-"));
+  const bundle = await buildWorkerBundle(outdir);
+  console.log(`bundle: ${(bundle.rawBytes / 1024).toFixed(1)} KiB raw, ${(bundle.gzipBytes / 1024).toFixed(1)} KiB gzip`);
+
+  const database = await prepareLocalWorkerDatabase(ownerUrl.toString(), { data: "aip_bench_data", control: "aip_bench_control", password: "aip-bench-password" });
+  const proxy = await startNeonProxy({ pgHost: admin.hostname, pgPort: Number(admin.port || 5432) });
+  const token = await mintToken(SECRET, { subject: "bench", scopes: ["catalog:read", "fleet:read"], tenantId: "tenant-bench" });
+  const get = (mf: Miniflare, path: string) =>
+    mf.dispatchFetch(`http://registry.bench${path}`, { headers: { authorization: `Bearer ${token}` } }).then(async (response) => {
+      await response.arrayBuffer();
+      if (response.status !== 200) throw new Error(`unexpected status ${response.status} for ${path}`);
+    });
+  const catalog = (mf: Miniflare) => get(mf, "/v1/catalog/capabilities");
+  const healthz = (mf: Miniflare) => get(mf, "/healthz");
+
+  try {
+    for (const transport of ["http", "websocket"]) {
+      const starts: number[] = [];
+      const firstHealthz: number[] = [];
+      const firstCatalog: number[] = [];
+      const warmHealthz: number[] = [];
+      const warmCatalog: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const [mf, start] = await timed(async () => {
+          const instance = new Miniflare({
+            modules: true,
+            scriptPath: join(outdir, "worker.js"),
+            modulesRoot: outdir,
+            compatibilityDate: COMPATIBILITY_DATE,
+            bindings: {
+              DATABASE_URL: database.dataUrl,
+              CONTROL_DATABASE_URL: database.controlUrl,
+              AUTH_HS256_SECRET: SECRET,
+              NEON_LOCAL_PROXY: proxy.url,
+              NEON_TRANSPORT: transport,
+              ACCESS_LOG: "false",
+            },
+          });
+          await instance.ready;
+          return instance;
+        });
+        try {
+          starts.push(start);
+          // No database: module already evaluated at start; this pays configuration and app construction.
+          firstHealthz.push((await timed(() => healthz(mf)))[1]);
+          // The isolate's schema check (one extra statement) and the first driver use.
+          firstCatalog.push((await timed(() => catalog(mf)))[1]);
+          for (let i = 0; i < WARM; i++) {
+            warmHealthz.push((await timed(() => healthz(mf)))[1]);
+            warmCatalog.push((await timed(() => catalog(mf)))[1]);
+          }
+        } finally {
+          await mf.dispose();
+        }
+      }
+      console.log(
+        [
+          `${transport}: runtime start p50 ${ms(quantile(starts, 0.5))} (${ROUNDS} fresh isolates, ${WARM} warm requests each)`,
+          `  GET /healthz                first p50 ${ms(quantile(firstHealthz, 0.5))}   warm p50 ${ms(quantile(warmHealthz, 0.5))} p95 ${ms(quantile(warmHealthz, 0.95))}`,
+          `  GET /v1/catalog/capabilities first p50 ${ms(quantile(firstCatalog, 0.5))}   warm p50 ${ms(quantile(warmCatalog, 0.5))} p95 ${ms(quantile(warmCatalog, 0.95))}`,
+        ].join("\n"),
+      );
+    }
+  } finally {
+    await proxy.close();
+    const client = new pg.Client({ connectionString: admin.toString() });
+    await client.connect();
+    await client.query(`DROP DATABASE IF EXISTS ${scratch} WITH (FORCE)`);
+    for (const role of ["aip_bench_data", "aip_bench_control"]) await client.query(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
+    await client.end();
+    await rm(outdir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
