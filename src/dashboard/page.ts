@@ -188,6 +188,7 @@ export function dashboardPage(nonce: string): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 <title>AIP registry · fleet dashboard</title>
 <style nonce="${nonce}">${STYLE}</style>
 </head>

@@ -1,0 +1,198 @@
+/**
+ * The operator CLI: `npx aip-registry <command>` (bin/aip-registry.mjs runs this file via tsx).
+ *
+ * Transport per command: `migrate` talks SQL (it must: a Worker never migrates); `serve` starts
+ * the Node server; `apply`, `status`, `doctor` and `expire-leases` talk to the HTTP API (--url,
+ * --token) or, with --database-url, call the same SQL functions directly; `token` is local.
+ * Results go to stdout, progress and errors to stderr. Exit codes: 0 ok, 1 refused or unhealthy,
+ * 2 usage or invalid input, 3 registry unavailable (retry).
+ */
+import { readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { RegistryProblem } from "./client.js";
+import { MigrationError } from "./db/migrate.js";
+import { RegistryError } from "./registry/errors.js";
+import { EXIT, type CommandContext, type Io } from "./cli/context.js";
+import { Annotated, FleetFileError, RegistryUnreachable, UsageError } from "./cli/errors.js";
+
+type Options = NonNullable<ParseArgsConfig["options"]>;
+
+const HTTP: Options = {
+  url: { type: "string" },
+  token: { type: "string" },
+  "database-url": { type: "string" },
+  "data-dir": { type: "string" },
+  timeout: { type: "string" },
+  json: { type: "boolean" },
+};
+
+interface Command {
+  summary: string;
+  usage: string;
+  options: Options;
+  run(ctx: CommandContext): Promise<number>;
+}
+
+const COMMANDS: Record<string, Command> = {
+  migrate: {
+    summary: "Apply pending migrations and install the SQL functions",
+    usage: "migrate [--database-url URL | --data-dir DIR] [--json]\n  SQL: --database-url, else CONTROL_DATABASE_URL or DATABASE_URL, else the embedded PGlite under DIR/pglite (default .data).",
+    options: { "database-url": { type: "string" }, "data-dir": { type: "string" }, json: { type: "boolean" } },
+    run: async (ctx) => (await import("./cli/server.js")).migrate(ctx),
+  },
+  serve: {
+    summary: "Start the HTTP server (same as npm start)",
+    usage: "serve [--port N] [--host H] [--data-dir DIR] [--database-url URL]\n  Every other setting comes from the environment (see README: configuration).",
+    options: { port: { type: "string" }, host: { type: "string" }, "data-dir": { type: "string" }, "database-url": { type: "string" } },
+    run: async (ctx) => (await import("./cli/server.js")).serve(ctx),
+  },
+  apply: {
+    summary: "Publish a fleet file (YAML or JSON) as one batch; --dry-run shows the diff",
+    usage: "apply -f FILE [--dry-run] [--json] [--url URL] [--token T | --database-url URL]",
+    options: { ...HTTP, file: { type: "string", short: "f" }, "dry-run": { type: "boolean" } },
+    run: async (ctx) => (await import("./cli/apply.js")).apply(ctx),
+  },
+  status: {
+    summary: "Show the fleet status as tables",
+    usage: "status [--json] [--url URL] [--token T | --database-url URL]",
+    options: HTTP,
+    run: async (ctx) => (await import("./cli/fleet.js")).status(ctx),
+  },
+  "expire-leases": {
+    summary: "Expire stale replica leases now and release their routes",
+    usage: "expire-leases [--limit N] [--all] [--json] [--url URL] [--token T | --database-url URL]\n  --limit: replicas per batch (default 500, at most 10000); --all: repeat until a batch comes back short.",
+    options: { ...HTTP, limit: { type: "string" }, all: { type: "boolean" } },
+    run: async (ctx) => (await import("./cli/fleet.js")).expireLeases(ctx),
+  },
+  doctor: {
+    summary: "Check readiness and the registry's invariants (exit 1 on a problem)",
+    usage: "doctor [--json] [--url URL] [--token T | --database-url URL]",
+    options: HTTP,
+    run: async (ctx) => (await import("./cli/fleet.js")).doctor(ctx),
+  },
+  token: {
+    summary: "Mint a development token (HS256, the server's secret)",
+    usage:
+      "token --scope S[,S...] [--tenant ID] [--ttl 1h] [--subject NAME] [--json | --dashboard] [--data-dir DIR]\n" +
+      "  Scopes: catalog:read routes:write routes:read replicas:write registry:admin fleet:read.\n" +
+      "  Secret: AUTH_HS256_SECRET, else DIR/auth-secret (written by npm start). --dashboard prints a dashboard link carrying the token.",
+    options: {
+      scope: { type: "string", multiple: true },
+      tenant: { type: "string" },
+      ttl: { type: "string" },
+      subject: { type: "string" },
+      json: { type: "boolean" },
+      dashboard: { type: "boolean" },
+      url: { type: "string" },
+      "data-dir": { type: "string" },
+    },
+    run: async (ctx) => (await import("./cli/token.js")).token(ctx),
+  },
+};
+
+function version(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+  } catch {
+    return "unknown";
+  }
+}
+
+function help(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
+  return [
+    "Usage: aip-registry <command> [options]",
+    "",
+    "Commands:",
+    ...Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`),
+    "",
+    "HTTP commands use --url (AIP_REGISTRY_URL, default http://127.0.0.1:$PORT or 8787) and --token (AIP_REGISTRY_TOKEN);",
+    "without a token they mint a short-lived one from AUTH_HS256_SECRET or the development secret in .data/auth-secret.",
+    "Exit codes: 0 ok, 1 refused or unhealthy, 2 usage or invalid input, 3 registry unavailable.",
+    "Run `aip-registry help <command>` for a command's options.",
+  ].join("\n");
+}
+
+/** Prints an error for a person and picks the exit code. */
+function report(thrown: unknown, io: Io): number {
+  const notes = thrown instanceof Annotated ? thrown.notes : [];
+  const error = thrown instanceof Annotated ? thrown.original : thrown;
+  const print = (message: string, details: string[] = []) => {
+    io.err(`error: ${message}`);
+    for (const line of [...details, ...notes]) io.err(`  ${line}`);
+  };
+  if (error instanceof UsageError) {
+    print(error.message);
+    return EXIT.usage;
+  }
+  if (error instanceof FleetFileError) {
+    print(error.message, error.issues);
+    return EXIT.usage;
+  }
+  if (error instanceof RegistryProblem || error instanceof RegistryError) {
+    const code = error.code;
+    const detail = error instanceof RegistryProblem ? error.problem.detail : error.message;
+    const fields = (error instanceof RegistryProblem ? error.problem.errors : (error.extensions.errors as { field: string; message: string }[] | undefined)) ?? [];
+    print(`${code}: ${detail}`, fields.map((f) => `${f.field}: ${f.message}`));
+    return code === "storage" || /^http-50[234]$/.test(code) ? EXIT.unavailable : EXIT.failed;
+  }
+  if (error instanceof MigrationError) {
+    print(error.message);
+    return EXIT.failed;
+  }
+  if (error instanceof RegistryUnreachable) {
+    print(error.message);
+    return EXIT.unavailable;
+  }
+  print(error instanceof Error ? error.message : String(error));
+  return EXIT.failed;
+}
+
+export async function main(argv: string[], env: Record<string, string | undefined>, io: Io): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    const command = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;
+    io.out(command ? `Usage: aip-registry ${command.usage}` : help());
+    return EXIT.ok;
+  }
+  if (name === "--version" || name === "version") {
+    io.out(version());
+    return EXIT.ok;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    io.err(`error: unknown command "${name}"\n\n${help()}`);
+    return EXIT.usage;
+  }
+  let parsed: { values: CommandContext["values"]; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: rest, options: { ...command.options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
+  } catch (error) {
+    io.err(`error: ${(error as Error).message}\nUsage: aip-registry ${command.usage}`);
+    return EXIT.usage;
+  }
+  if (parsed.values.help === true) {
+    io.out(`Usage: aip-registry ${command.usage}`);
+    return EXIT.ok;
+  }
+  try {
+    return await command.run({ values: parsed.values, positionals: parsed.positionals, env, io });
+  } catch (error) {
+    return report(error, io);
+  }
+}
+
+export async function run(): Promise<void> {
+  const io: Io = {
+    out: (text) => process.stdout.write(`${text}\n`),
+    err: (text) => process.stderr.write(`${text}\n`),
+  };
+  const code = await main(process.argv.slice(2), process.env, io);
+  process.exitCode = code;
+  // Let stdout drain, but do not hang on a handle a library forgot to close.
+  setTimeout(() => process.exit(code), 2000).unref();
+}
+
+// `tsx src/cli.ts ...` (npm run cli, npm run db:migrate); the bin imports run() instead.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await run();

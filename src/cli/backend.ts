@@ -1,0 +1,67 @@
+/**
+ * What the operator commands need from a registry, over either transport:
+ *
+ * - HTTP (default): the registry's API at --url with a bearer token. Works against any
+ *   deployment (Node, Workers) and goes through the same auth and validation as every caller.
+ * - SQL (--database-url): the same SQL functions, directly. For when the API is down or not
+ *   reachable from where the operator is (doctor on a broken deployment, CI pipelines next to
+ *   the database). It cannot share an embedded PGlite directory with a running server.
+ */
+import { RegistryClient, type AdminRecordKind, type Change, type FleetStatus, type InvariantReport, type PublicationResult, type Readiness } from "../client.js";
+import type { RecordKind } from "../registry/registry.js";
+import type { Change as ChangeRecord } from "../schemas.js";
+import { RegistryUnreachable } from "./errors.js";
+
+export interface Backend {
+  /** Where it points, for messages (never includes credentials). */
+  readonly target: string;
+  readiness(): Promise<Readiness>;
+  publish(changes: ChangeRecord[], dryRun: boolean): Promise<PublicationResult>;
+  adminGet(kind: RecordKind, id: string): Promise<Record<string, unknown> | null>;
+  /** Every binding of a tenant (all pages). */
+  bindings(tenantId: string): Promise<Record<string, unknown>[]>;
+  fleetStatus(): Promise<FleetStatus>;
+  checkInvariants(): Promise<InvariantReport>;
+  expireLeases(limit: number): Promise<{ expired: number; released: number }>;
+  close(): Promise<void>;
+}
+
+const PLURAL: Record<RecordKind, AdminRecordKind> = {
+  connector_type: "connector-types",
+  version: "versions",
+  instance: "instances",
+  replica: "replicas",
+  admission_policy: "admission-policies",
+};
+
+export function httpBackend(options: { url: string; token: string | (() => Promise<string>); timeoutMs: number }): Backend {
+  const client = new RegistryClient({
+    baseUrl: options.url,
+    token: options.token,
+    headers: { "user-agent": "aip-registry-cli" },
+    fetch: (input, init) =>
+      fetch(input, { ...init, signal: AbortSignal.timeout(options.timeoutMs) }).catch((error: unknown) => {
+        throw new RegistryUnreachable(options.url, error);
+      }),
+  });
+  return {
+    target: options.url,
+    readiness: () => client.readiness(),
+    publish: (changes, dryRun) => client.publish(changes as Change[], { dryRun }),
+    adminGet: (kind, id) => client.adminGet(PLURAL[kind], id),
+    async bindings(tenantId) {
+      const all: Record<string, unknown>[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.adminBindings(tenantId, { limit: 1000, ...(cursor ? { cursor } : {}) });
+        all.push(...page.bindings);
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor);
+      return all;
+    },
+    fleetStatus: () => client.fleetStatus(),
+    checkInvariants: () => client.checkInvariants(),
+    expireLeases: (limit) => client.expireLeases(limit),
+    close: async () => {},
+  };
+}

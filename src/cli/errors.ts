@@ -1,0 +1,46 @@
+/**
+ * The CLI's own errors, in a module with no dependencies: the entry point classifies failures
+ * without loading what the commands need.
+ */
+
+/** Bad arguments or a missing token or secret: exit 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+/** An invalid fleet file, with one line per problem and its place in the file: exit 2. */
+export class FleetFileError extends Error {
+  override name = "FleetFileError";
+  constructor(
+    message: string,
+    readonly issues: string[] = [],
+  ) {
+    super(message);
+  }
+}
+
+/** The API or database could not be reached at all (refused, DNS, timeout). Exit 3. */
+export class RegistryUnreachable extends Error {
+  override name = "RegistryUnreachable";
+  constructor(target: string, cause: unknown, what = "the registry") {
+    const reason = (cause as { cause?: { message?: string } })?.cause?.message ?? (cause as Error)?.message ?? String(cause);
+    super(`${what} at ${target} is unreachable: ${(cause as Error)?.name === "TimeoutError" ? "timed out" : reason}`);
+  }
+}
+
+/** A socket-level failure to connect (as opposed to a refusal by a reachable server). */
+export function isConnectionFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|57P03|08\w{3})$/.test(code);
+}
+
+/** An error with notes that locate it (e.g. the fleet-file record a refused change came from). */
+export class Annotated extends Error {
+  override name = "Annotated";
+  constructor(
+    readonly original: unknown,
+    readonly notes: string[],
+  ) {
+    super(original instanceof Error ? original.message : String(original));
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * The fleet commands: `status` (the fleet status as tables), `doctor` (readiness, the invariant
+ * checker and fleet warnings; non-zero when something is wrong) and `expire-leases`.
+ */
+import type { FleetStatus } from "../client.js";
+import { EXIT, UsageError, str, withBackend, type CommandContext } from "./context.js";
+import { percent, table } from "./table.js";
+
+/** Per-region aggregates, when the registry's fleet status reports them. */
+interface RegionStatus {
+  region: string;
+  replicas: number;
+  ready: number;
+  draining: number;
+  offline: number;
+  expired: number;
+  open_circuits: number;
+  ready_capacity: number;
+  active_assignments: number;
+}
+
+export function renderStatus(status: FleetStatus, target: string): string {
+  const sections = [
+    `Fleet status of ${target} at ${status.observed_at}`,
+    table(
+      ["CATALOG REVISION", "CONNECTOR TYPES", "ACTIVE VERSIONS", "ENABLED INSTANCES"],
+      [[status.catalog_revision, status.connector_types, status.active_versions, status.enabled_instances]],
+    ),
+    table(
+      ["REPLICAS", "READY", "DRAINING", "OFFLINE", "EXPIRED LEASES", "OPEN CIRCUITS"],
+      [[status.replicas, status.ready_replicas, status.draining_replicas, status.offline_replicas, status.expired_leases, status.open_circuits]],
+    ),
+    table(["READY CAPACITY", "RESERVED", "USED"], [[status.ready_capacity, status.active_assignments, percent(status.active_assignments, status.ready_capacity)]]),
+  ];
+  const regions = (status as FleetStatus & { regions?: RegionStatus[] }).regions;
+  if (Array.isArray(regions) && regions.length) {
+    sections.push(
+      table(
+        ["REGION", "REPLICAS", "READY", "DRAINING", "OFFLINE", "EXPIRED", "OPEN CIRCUITS", "RESERVED", "READY CAPACITY"],
+        regions.map((r) => [r.region, r.replicas, r.ready, r.draining, r.offline, r.expired, r.open_circuits, r.active_assignments, r.ready_capacity]),
+      ),
+    );
+  }
+  return sections.join("\n\n");
+}
+
+export async function status(ctx: CommandContext): Promise<number> {
+  return withBackend(ctx, ["fleet:read"], async (backend) => {
+    const fleet = await backend.fleetStatus();
+    ctx.io.out(ctx.values.json === true ? JSON.stringify(fleet, null, 2) : renderStatus(fleet, backend.target));
+    return EXIT.ok;
+  });
+}
+
+export async function doctor(ctx: CommandContext): Promise<number> {
+  const { io } = ctx;
+  return withBackend(ctx, ["registry:admin", "fleet:read"], async (backend) => {
+    const lines: string[] = [];
+    let failures = 0;
+    let warnings = 0;
+    const check = (level: "ok" | "warn" | "FAIL", text: string) => {
+      if (level === "FAIL") failures++;
+      if (level === "warn") warnings++;
+      lines.push(`${level.padEnd(5)} ${text}`);
+    };
+
+    io.err(`checking ${backend.target}`);
+    const ready = await backend.readiness();
+    if (ready.status === "ready") check("ok", `schema: version ${ready.schema_version}, functions intact, catalog revision ${ready.catalog_revision}`);
+    else check("FAIL", `schema: not ready: ${ready.reason ?? "unknown reason"}`);
+
+    io.err("running the invariant checker");
+    const report = await backend.checkInvariants();
+    const violations = report.violations;
+    if (report.healthy) check("ok", `invariants: no violations (checked at ${report.checked_at})`);
+    else check("FAIL", `invariants: ${violations.length} ${violations.length === 1 ? "violation" : "violations"} (checked at ${report.checked_at})`);
+
+    const fleet = await backend.fleetStatus();
+    if (fleet.expired_leases > 0) {
+      check("warn", `${fleet.expired_leases} replica ${fleet.expired_leases === 1 ? "lease has" : "leases have"} expired without being marked offline (lease maintenance is behind; run \`aip-registry expire-leases\`)`);
+    }
+    if (fleet.replicas > 0 && fleet.ready_replicas === 0) check("warn", "no replica is ready: no new route can be created");
+    if (fleet.open_circuits > 0) check("warn", `${fleet.open_circuits} replica ${fleet.open_circuits === 1 ? "circuit is" : "circuits are"} open`);
+    check(
+      "ok",
+      `fleet: ${fleet.ready_replicas} of ${fleet.replicas} replicas ready, ${fleet.active_assignments} of ${fleet.ready_capacity} ready slots reserved`,
+    );
+
+    if (ctx.values.json === true) {
+      io.out(JSON.stringify({ target: backend.target, healthy: failures === 0, readiness: ready, invariants: report, fleet, warnings }, null, 2));
+    } else {
+      io.out(lines.join("\n"));
+      if (violations.length) {
+        io.out("");
+        io.out(table(["VIOLATION", "DETAIL"], violations.map((v) => [v.kind, JSON.stringify(v.detail)])));
+      }
+      io.out("");
+      io.out(`${failures} ${failures === 1 ? "problem" : "problems"}, ${warnings} ${warnings === 1 ? "warning" : "warnings"}`);
+    }
+    return failures > 0 ? EXIT.failed : EXIT.ok;
+  });
+}
+
+function positiveInt(value: string | undefined, name: string, fallback: number, max: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > max) throw new UsageError(`--${name} must be an integer from 1 to ${max}`);
+  return n;
+}
+
+export async function expireLeases(ctx: CommandContext): Promise<number> {
+  const limit = positiveInt(str(ctx.values, "limit"), "limit", 500, 10_000);
+  const all = ctx.values.all === true;
+  return withBackend(ctx, ["registry:admin"], async (backend) => {
+    let expired = 0;
+    let released = 0;
+    // --all: batches until one comes back short, bounded so a flood of expiries cannot loop forever.
+    for (let batch = 1; batch <= (all ? 1000 : 1); batch++) {
+      const result = await backend.expireLeases(limit);
+      expired += result.expired;
+      released += result.released;
+      if (all) ctx.io.err(`batch ${batch}: expired ${result.expired}, released ${result.released}`);
+      if (result.expired < limit) break;
+    }
+    ctx.io.out(
+      ctx.values.json === true
+        ? JSON.stringify({ expired, released })
+        : `expired ${expired} replica ${expired === 1 ? "lease" : "leases"}; released ${released} ${released === 1 ? "route" : "routes"}`,
+    );
+    return EXIT.ok;
+  });
+}

@@ -1,0 +1,63 @@
+/**
+ * `migrate` (SQL: the control database, or the embedded PGlite under the data directory) and
+ * `serve` (the Node server, exactly as `npm start` runs it).
+ */
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { migrate as runMigrations, type MigrationReport } from "../db/migrate.js";
+import { withPgSession } from "../db/pg.js";
+import { openPglite, pgliteSession } from "../db/pglite.js";
+import { startServer } from "../node.js";
+import { redactUrl } from "./sql-backend.js";
+import { EXIT, dataDir, str, type CommandContext } from "./context.js";
+import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
+
+export async function migrate(ctx: CommandContext): Promise<number> {
+  const { io } = ctx;
+  const url = str(ctx.values, "database-url") ?? ctx.env.CONTROL_DATABASE_URL ?? ctx.env.DATABASE_URL;
+  let report: MigrationReport;
+  if (url) {
+    io.err(`migrating ${redactUrl(url)}`);
+    try {
+      report = await withPgSession(url, (session) => runMigrations(session, { log: io.err }));
+    } catch (error) {
+      throw isConnectionFailure(error) ? new RegistryUnreachable(redactUrl(url), error, "the database") : error;
+    }
+  } else {
+    const dir = join(dataDir(ctx), "pglite");
+    io.err(`migrating the embedded PGlite database at ${dir} (stop a server using it first)`);
+    await mkdir(dir, { recursive: true });
+    const db = await openPglite(dir);
+    try {
+      report = await runMigrations(pgliteSession(db), { log: io.err });
+    } finally {
+      await db.close();
+    }
+  }
+  if (ctx.values.json === true) {
+    io.out(JSON.stringify(report));
+  } else if (report.applied.length === 0 && !report.functionsInstalled) {
+    io.out(`schema version ${report.schemaVersion}: up to date`);
+  } else {
+    const applied = report.applied.length ? `applied ${report.applied.join(", ")}` : "no migration to apply";
+    io.out(`schema version ${report.schemaVersion}: ${applied}; functions ${report.functionsInstalled ? "installed" : "unchanged"}`);
+  }
+  return EXIT.ok;
+}
+
+export async function serve(ctx: CommandContext): Promise<number> {
+  const env = { ...ctx.env };
+  const overrides = { port: "PORT", host: "HOST", "data-dir": "DATA_DIR", "database-url": "DATABASE_URL" } as const;
+  for (const [option, variable] of Object.entries(overrides)) {
+    const value = str(ctx.values, option);
+    if (value !== undefined) env[variable] = value;
+  }
+  const running = await startServer(env, ctx.io.out);
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once("SIGINT", () => resolve("SIGINT"));
+    process.once("SIGTERM", () => resolve("SIGTERM"));
+  });
+  ctx.io.err(`${signal}: shutting down`);
+  await running.close();
+  return EXIT.ok;
+}

@@ -1,0 +1,48 @@
+/**
+ * The SQL transport of the operator commands (--database-url): the registry's functions called
+ * directly through a small pg pool, as the API itself would call them.
+ */
+import { createPgPool, pgExecutor } from "../db/pg.js";
+import { verifySchema } from "../db/schema-check.js";
+import { Registry } from "../registry/registry.js";
+import type { Backend } from "./backend.js";
+
+/** Strips the password from a connection string for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable database URL)";
+  }
+}
+
+export function sqlBackend(databaseUrl: string): Backend {
+  const pool = createPgPool(databaseUrl, { max: 2, applicationName: "aip-registry-cli" });
+  const executor = pgExecutor(pool);
+  const registry = new Registry({ data: executor, control: executor });
+  return {
+    target: redactUrl(databaseUrl),
+    async readiness() {
+      const { ok, ...verdict } = await verifySchema(registry);
+      return { status: ok ? "ready" : "not_ready", ...verdict };
+    },
+    publish: (changes, dryRun) => registry.publish(changes, { dryRun }),
+    adminGet: (kind, id) => registry.adminGet(kind, id),
+    async bindings(tenantId) {
+      const all: Record<string, unknown>[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await registry.adminBindings(tenantId, cursor, 1000);
+        all.push(...page.bindings);
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor);
+      return all;
+    },
+    fleetStatus: () => registry.fleetStatus(),
+    checkInvariants: () => registry.checkInvariants(),
+    expireLeases: (limit) => registry.expireLeases(limit),
+    close: () => pool.end(),
+  };
+}
