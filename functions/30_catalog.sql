@@ -10,28 +10,41 @@
 -- the version's type enabled, the version implementing the capability (and, when asked, the
 -- profile). An internal read may instead ask for every active definition, bound or not.
 --
--- Why the chain is evaluated per binding (a correlated scalar subquery, which PostgreSQL keeps as
--- a subplan) rather than joined: bindings and instances of a tenant are perfectly correlated, but
+-- Why the chain is checked per binding (a correlated scalar subquery, which PostgreSQL keeps as a
+-- subplan) rather than joined: bindings and instances of a tenant are perfectly correlated, but
 -- the planner multiplies their tenant selectivities and expects a chain to hold for ~1 binding in
--- 1000. Joined, it then sorts or hashes the tenant's whole binding set for every page (and with a
--- fast-start goal it even drives the join from aip_version_capabilities). Per binding, a page is
--- a walk of the bindings primary key (tenant_id, capability_id, ...) in page order, a handful of
--- primary-key probes per binding, and a stop at the page end, whatever the estimates say.
+-- 1000. Joined, it then sorts or hashes the tenant's whole binding set for every page; with a
+-- fast-start goal it drives the join from aip_version_capabilities (quadratic); and a count joined
+-- to the tenant's live instances can scan the tenant's bindings once per instance. Per binding, a
+-- page is a walk of the bindings primary key (tenant_id, capability_id, ...) from
+-- the cursor, a few primary-key probes per binding and a stop at the page end, and a total is one
+-- such walk over the tenant's bindings: linear whatever the estimates say. The total is counted
+-- once per walk (the cursor carries it, see aip_catalog_query).
 
--- The live chain behind one binding: its instance's version when every link beyond the binding
--- row holds, no row otherwise. Inlined by the planner wherever it is used; the one definition of
--- the chain for the catalog and the resolver.
-CREATE FUNCTION aip_binding_chain(p_tenant_id text, p_capability_id text, p_instance_id text, p_profile text)
-RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
-  SELECT i.version_id
+-- The instance links of the chain: the tenant's enabled instances whose version is active and
+-- qualified, of an enabled type (and declares the profile). Inlined wherever it is used.
+CREATE FUNCTION aip_live_instances(p_tenant_id text, p_profile text)
+RETURNS TABLE (instance_id text, version_id text) LANGUAGE sql STABLE AS $$
+  SELECT i.instance_id, i.version_id
   FROM aip_connector_instances i
   JOIN aip_connector_versions v ON v.version_id = i.version_id
   JOIN aip_connector_types t ON t.type_id = v.type_id
-  JOIN aip_version_capabilities vc ON vc.version_id = i.version_id AND vc.capability_id = p_capability_id
-  WHERE i.instance_id = p_instance_id AND i.tenant_id = p_tenant_id AND i.status = 'enabled'
+  WHERE i.tenant_id = p_tenant_id AND i.status = 'enabled'
     AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled
     AND (p_profile IS NULL OR EXISTS (SELECT 1 FROM aip_version_profiles vp
                                       WHERE vp.version_id = i.version_id AND vp.profile_id = p_profile))
+$$;
+
+-- The live chain behind one binding: its instance's version when every link beyond the binding
+-- row holds (the instance links, and the version implementing the capability), no row otherwise.
+-- Inlined wherever it is used; the one definition of the chain for the catalog and the resolver.
+CREATE FUNCTION aip_binding_chain(p_tenant_id text, p_capability_id text, p_instance_id text, p_profile text)
+RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
+  SELECT li.version_id
+  FROM aip_live_instances(p_tenant_id, p_profile) li
+  WHERE li.instance_id = p_instance_id
+    AND EXISTS (SELECT 1 FROM aip_version_capabilities vc
+                WHERE vc.version_id = li.version_id AND vc.capability_id = p_capability_id)
 $$;
 
 -- The chain as a predicate for a binding row the caller has already checked (tenant, capability,
@@ -55,21 +68,29 @@ RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
                                       WHERE vp.version_id = vc.version_id AND vp.profile_id = p_profile))
 $$;
 
--- Capability IDs visible to a reader after p_after ('' = from the start), unordered: callers add
--- ORDER BY capability_id, which both branches deliver from an index without sorting.
--- p_mode: 'tenant' (p_tenant_id's chains), 'unbound' (internal: every active definition); any
--- other mode sees nothing. p_text is already lower-cased and matched literally (strpos, no LIKE
--- wildcards) against the definition's lower-cased "id name description".
-CREATE FUNCTION aip_catalog_visible(p_mode text, p_tenant_id text, p_after text, p_exact text, p_text text, p_profile text)
-RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
-  SELECT DISTINCT b.capability_id
+-- The tenant's enabled bindings after p_after ('' = from the start) that pass the exact and text
+-- filters; the chain is the caller's. p_text is already lower-cased and matched literally
+-- (strpos, no LIKE wildcards) against the definition's lower-cased "id name description".
+CREATE FUNCTION aip_catalog_bindings(p_tenant_id text, p_after text, p_exact text, p_text text)
+RETURNS TABLE (capability_id text, instance_id text) LANGUAGE sql STABLE AS $$
+  SELECT b.capability_id, b.instance_id
   FROM aip_capability_bindings b
-  WHERE p_mode = 'tenant'
-    AND b.tenant_id = p_tenant_id AND b.capability_id > p_after AND b.enabled
+  WHERE b.tenant_id = p_tenant_id AND b.capability_id > p_after AND b.enabled
     AND (p_exact IS NULL OR b.capability_id = p_exact)
     AND (p_text IS NULL OR (SELECT strpos(d.search_text, p_text) > 0
                             FROM aip_capability_definitions d WHERE d.capability_id = b.capability_id))
-    AND (SELECT true FROM aip_binding_chain(b.tenant_id, b.capability_id, b.instance_id, p_profile) LIMIT 1)
+$$;
+
+-- Capability IDs visible to a reader after p_after, unordered: callers add ORDER BY
+-- capability_id, which both branches deliver from an index without sorting.
+-- p_mode: 'tenant' (p_tenant_id's chains), 'unbound' (internal: every active definition); any
+-- other mode sees nothing.
+CREATE FUNCTION aip_catalog_visible(p_mode text, p_tenant_id text, p_after text, p_exact text, p_text text, p_profile text)
+RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
+  SELECT DISTINCT b.capability_id
+  FROM aip_catalog_bindings(p_tenant_id, p_after, p_exact, p_text) b
+  WHERE p_mode = 'tenant'
+    AND (SELECT true FROM aip_binding_chain(p_tenant_id, b.capability_id, b.instance_id, p_profile) LIMIT 1)
   UNION ALL
   SELECT d.capability_id
   FROM aip_capability_definitions d
