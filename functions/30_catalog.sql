@@ -81,21 +81,22 @@ RETURNS TABLE (capability_id text, instance_id text) LANGUAGE sql STABLE AS $$
                             FROM aip_capability_definitions d WHERE d.capability_id = b.capability_id))
 $$;
 
--- Capability IDs visible to a reader after p_after, unordered: callers add ORDER BY
--- capability_id, which both branches deliver from an index without sorting.
--- p_mode: 'tenant' (p_tenant_id's chains), 'unbound' (internal: every active definition); any
--- other mode sees nothing.
-CREATE FUNCTION aip_catalog_visible(p_mode text, p_tenant_id text, p_after text, p_exact text, p_text text, p_profile text)
+-- Capability IDs visible to a tenant after p_after, unordered, once per live binding: callers
+-- add DISTINCT and ORDER BY capability_id, which the bindings primary key delivers without a sort.
+CREATE FUNCTION aip_catalog_visible(p_tenant_id text, p_after text, p_exact text, p_text text, p_profile text)
 RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
-  SELECT DISTINCT b.capability_id
+  SELECT b.capability_id
   FROM aip_catalog_bindings(p_tenant_id, p_after, p_exact, p_text) b
-  WHERE p_mode = 'tenant'
-    AND (SELECT true FROM aip_binding_chain(p_tenant_id, b.capability_id, b.instance_id, p_profile) LIMIT 1)
-  UNION ALL
+  WHERE (SELECT true FROM aip_binding_chain(p_tenant_id, b.capability_id, b.instance_id, p_profile) LIMIT 1)
+$$;
+
+-- Every active definition after p_after, bound or not (internal reads), unordered: callers add
+-- ORDER BY capability_id, which the definitions primary key delivers without a sort.
+CREATE FUNCTION aip_catalog_unbound(p_after text, p_exact text, p_text text, p_profile text)
+RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
   SELECT d.capability_id
   FROM aip_capability_definitions d
-  WHERE p_mode = 'unbound'
-    AND d.capability_id > p_after
+  WHERE d.capability_id > p_after
     AND (p_exact IS NULL OR d.capability_id = p_exact)
     AND (p_text IS NULL OR strpos(d.search_text, p_text) > 0)
     AND (SELECT true FROM aip_capability_implementations(d.capability_id, p_profile) LIMIT 1)
@@ -149,6 +150,7 @@ DECLARE
   v_bytes bigint;
   v_last text;
   v_next_bytes integer;
+  v_ids text[];
 BEGIN
   IF v_q IS NOT NULL AND jsonb_typeof(v_q) <> 'null' THEN
     IF jsonb_typeof(v_q) <> 'string' OR octet_length(v_q #>> '{}') > 512 THEN
@@ -184,27 +186,38 @@ BEGIN
     RETURN json_build_object('catalog_revision', v_revision, 'not_modified', true);
   END IF;
 
-  IF v_total IS NULL THEN
-    SELECT count(*) INTO v_total FROM aip_catalog_visible(p_mode, p_tenant_id, '', v_exact, v_text, v_profile);
+  -- The total, and up to limit + 1 IDs in order from the cursor on. One statement per mode: a
+  -- UNION of both, gated by the mode, keeps the planner from using either primary key's order.
+  IF p_mode = 'tenant' THEN
+    IF v_total IS NULL THEN
+      SELECT count(DISTINCT x.capability_id) INTO v_total FROM aip_catalog_visible(p_tenant_id, '', v_exact, v_text, v_profile) x;
+    END IF;
+    v_ids := ARRAY(SELECT DISTINCT x.capability_id FROM aip_catalog_visible(p_tenant_id, v_after, v_exact, v_text, v_profile) x
+                   ORDER BY x.capability_id LIMIT v_limit + 1);
+  ELSIF p_mode = 'unbound' THEN
+    IF v_total IS NULL THEN
+      SELECT count(*) INTO v_total FROM aip_catalog_unbound('', v_exact, v_text, v_profile);
+    END IF;
+    v_ids := ARRAY(SELECT x.capability_id FROM aip_catalog_unbound(v_after, v_exact, v_text, v_profile) x
+                   ORDER BY x.capability_id LIMIT v_limit + 1);
+  ELSE
+    v_total := 0;
+    v_ids := '{}';
   END IF;
 
-  -- Up to limit + 1 IDs in order; a running sum of their sizes marks the ones that fit (a prefix),
-  -- and only those are built into JSON. One more fetched than included: there is a next page.
+  -- A running sum of the sizes marks the IDs that fit (a prefix), and only those are built into
+  -- JSON. One more fetched than included: there is a next page.
   SELECT coalesce(json_agg(p.definition ORDER BY p.n) FILTER (WHERE p.definition IS NOT NULL), '[]'::json),
          count(p.definition), count(*),
          coalesce(sum(p.bytes) FILTER (WHERE p.definition IS NOT NULL), 0),
          (array_agg(p.capability_id ORDER BY p.n DESC) FILTER (WHERE p.definition IS NOT NULL))[1],
          (array_agg(p.bytes ORDER BY p.n))[1]
   INTO v_items, v_included, v_fetched, v_bytes, v_last, v_next_bytes
-  FROM (SELECT d.capability_id, d.definition_bytes AS bytes, row_number() OVER w AS n,
-               CASE WHEN row_number() OVER w <= v_limit AND sum(d.definition_bytes) OVER w <= v_max_bytes
+  FROM (SELECT d.capability_id, d.definition_bytes AS bytes, s.n,
+               CASE WHEN s.n <= v_limit AND sum(d.definition_bytes) OVER (ORDER BY s.n ROWS UNBOUNDED PRECEDING) <= v_max_bytes
                     THEN aip_definition_json(d) END AS definition
-        FROM (SELECT x.capability_id
-              FROM aip_catalog_visible(p_mode, p_tenant_id, v_after, v_exact, v_text, v_profile) x
-              ORDER BY x.capability_id
-              LIMIT v_limit + 1) s
-        JOIN aip_capability_definitions d ON d.capability_id = s.capability_id
-        WINDOW w AS (ORDER BY s.capability_id ROWS UNBOUNDED PRECEDING)) p;
+        FROM unnest(v_ids) WITH ORDINALITY s(capability_id, n)
+        JOIN aip_capability_definitions d ON d.capability_id = s.capability_id) p;
 
   IF v_fetched > 0 AND v_included = 0 THEN
     PERFORM aip_invalid_field('max_bytes', format('is smaller than the next capability definition (%s bytes)', v_next_bytes));
@@ -245,7 +258,7 @@ BEGIN
     SELECT aip_definition_json(d) INTO v_definition
     FROM aip_capability_definitions d
     WHERE d.capability_id = p_capability_id
-      AND EXISTS (SELECT 1 FROM aip_catalog_visible('tenant', p_tenant_id, '', p_capability_id, NULL, NULL));
+      AND EXISTS (SELECT 1 FROM aip_catalog_visible(p_tenant_id, '', p_capability_id, NULL, NULL));
   END IF;
   RETURN json_build_object('catalog_revision', v_revision, 'definition', v_definition);
 END
