@@ -49,6 +49,7 @@ export default defineConfig({
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts"],
+          setupFiles: ["./test/worker/setup.ts"],
           fileParallelism: false,
           testTimeout: 30_000,
           hookTimeout: 60_000,
