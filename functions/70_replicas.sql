@@ -11,6 +11,13 @@
 --   heartbeat  ready | draining, lease live -> same status, lease extended
 --   drain      ready | draining, lease live -> draining, lease extended (pinned retries still served)
 --   offline    any -> offline, lease ends now; reserved routes are settled as lease_expired
+--
+-- Only the last request is remembered. An older request_id comes back with a stale
+-- previous_sequence and is refused by the fence; register carries no fence (a restarted host does
+-- not know its sequence), so a register delayed past a later transition is processed anew.
+-- active_assignments is registry-owned: no transition sets it, offline subtracts exactly the
+-- routes it settled (a route another transaction holds is skipped, and counted until it is
+-- settled), so a takeover inherits the count of the routes still reserved.
 
 CREATE FUNCTION aip_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
@@ -55,8 +62,9 @@ BEGIN
     IF r.last_request = v_normalized THEN
       RETURN r.last_response;
     END IF;
+    -- No request_id member: in a problem body that names the HTTP request.
     PERFORM aip_fail('conflict', format('lifecycle request `%s` was already used with another payload', v_request_id),
-                     jsonb_build_object('replica_id', p_replica_id, 'request_id', v_request_id));
+                     jsonb_build_object('replica_id', p_replica_id));
   END IF;
 
   v_now := aip_now();
@@ -72,19 +80,23 @@ BEGIN
         PERFORM aip_fail('conflict', format('replica `%s` is live: it can be taken over only after its lease expires or it goes offline', p_replica_id),
                          jsonb_build_object('replica_id', p_replica_id, 'lease_expires_at', aip_time(r.lease_expires_at)));
       END IF;
+      -- Replica identities are immutable, so after a rollout the old version's replicas can never
+      -- serve again: refuse them as admission does (no retry with other state can succeed).
       PERFORM 1
       FROM aip_connector_instances i JOIN aip_connector_versions v ON v.version_id = i.version_id
-      WHERE i.instance_id = r.instance_id AND i.version_id = r.version_id AND v.status = 'active';
+      WHERE i.instance_id = r.instance_id AND i.version_id = r.version_id
+        AND v.status = 'active' AND v.supply_chain_qualified;
       IF NOT FOUND THEN
-        PERFORM aip_fail('conflict', format('replica `%s` serves a version that is not the active rollout of its instance', p_replica_id),
+        PERFORM aip_fail('admission', format('replica `%s` serves a version that is not the active rollout of its instance', p_replica_id),
                          jsonb_build_object('replica_id', p_replica_id, 'version_id', r.version_id));
       END IF;
       v_status := 'ready';
       v_lease := v_now + v_ttl_ms * interval '1 millisecond';
     WHEN 'heartbeat', 'drain' THEN
       IF NOT v_live THEN
+        -- An expired lease is never revived: maintenance may be releasing its routes right now.
         PERFORM aip_fail('conflict', format('replica `%s` has no live lease: register again', p_replica_id),
-                         jsonb_build_object('replica_id', p_replica_id, 'status', r.status));
+                         jsonb_build_object('replica_id', p_replica_id, 'status', r.status, 'sequence', r.health_revision));
       END IF;
       v_status := CASE WHEN p_operation = 'drain' THEN 'draining' ELSE r.status END;
       v_lease := v_now + v_ttl_ms * interval '1 millisecond';

@@ -3,8 +3,16 @@
 
 -- Entry point (data role). Marks at most p_limit replicas whose lease expired offline and settles
 -- their reserved routes as lease_expired, releasing every counter. Destinations recorded in
--- routes are never rewritten and no endpoint is contacted. Concurrent runs take disjoint batches
--- (SKIP LOCKED), so nothing is released twice. Returns {expired, released}.
+-- routes are never rewritten and no endpoint is contacted. Returns {expired, released}.
+--
+-- Nothing here waits on a row another transaction holds: concurrent runs take disjoint batches of
+-- replicas (SKIP LOCKED, re-checked against the latest committed row, so a replica a finished run
+-- already took is not taken again), and a route a settlement or resolve is holding is skipped
+-- (settle takes the route before the replica; waiting for it here would invert the lock order).
+-- Such a route stays reserved and counted in active_assignments, which drops by exactly what was
+-- released, until its holder settles it. Counters are taken last, in (rank, key) order.
+-- Routing already ignores an expired lease, so running this late never routes to a dead host; it
+-- only returns capacity.
 CREATE FUNCTION aip_expire_leases(p_limit integer) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -40,7 +48,9 @@ BEGIN
 END
 $$;
 
--- Entry point (data role). Aggregates only: no identifiers.
+-- Entry point (data role). Aggregates only: no identifiers. ready and draining count live leases
+-- only; expired_leases counts replicas not yet marked offline whose lease ended (the backlog of
+-- lease maintenance: every offline replica's lease has ended too, it is not counted again).
 CREATE FUNCTION aip_fleet_status() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp AS $$
@@ -73,49 +83,76 @@ SET search_path = pg_catalog, public, pg_temp AS $$
 $$;
 
 -- Entry point (control and data roles; read-only). Every violation of the registry's bookkeeping
--- invariants; an empty list means healthy.
+-- invariants that no constraint enforces; an empty list means healthy. (Negative counters,
+-- active_assignments above capacity and routes without a replica are CHECK and FK violations and
+-- cannot be stored at all.) Meant for quiescent checks and diagnosis: it scans the reserved routes
+-- and, for the revision rules, every route.
+--
+--   replica_active_mismatch      a replica's active_assignments is not its number of reserved routes
+--   counter_mismatch             a counter is not the number of reserved routes holding its scope
+--   counter_above_pinned_limit   the routes holding a scope cannot all have been admitted under their
+--                                pinned limits: sorted by limit, the i-th route's limit is below i
+--   reservation_scopes_mismatch  a reserved route holds other scopes than its pinned admission names
+--                                (base scopes, plus the retry scope after a reacquisition)
+--   released_route_holds_scopes  a released route still lists scopes it no longer holds
+--   revision_behind_route        a route pinned a catalog revision newer than the current one
+--   health_behind_route          a route pinned a replica health revision newer than the replica's
 CREATE FUNCTION aip_check_invariants() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp AS $$
-  WITH reserved AS (
-    SELECT a.action_id, a.replica_id, a.catalog_revision, e AS scope
-    FROM aip_route_assignments a
-    LEFT JOIN LATERAL jsonb_array_elements(a.reservation_scopes) e ON true
+  WITH held AS (
+    SELECT a.action_id, e ->> 'kind' AS kind, e ->> 'key' AS key, (e ->> 'limit')::bigint AS lim
+    FROM aip_route_assignments a, jsonb_array_elements(a.reservation_scopes) e
     WHERE a.reserved),
-  per_replica AS (SELECT replica_id, count(DISTINCT action_id) AS n FROM reserved GROUP BY replica_id),
-  per_counter AS (
-    SELECT scope ->> 'kind' AS kind, scope ->> 'key' AS key, count(*) AS n, max((scope ->> 'limit')::bigint) AS max_limit
-    FROM reserved WHERE scope IS NOT NULL GROUP BY 1, 2),
+  per_replica AS (
+    SELECT a.replica_id, count(*) AS n FROM aip_route_assignments a WHERE a.reserved GROUP BY a.replica_id),
+  per_counter AS (SELECT kind, key, count(*) AS n FROM held GROUP BY kind, key),
+  -- Limits are pinned per route and counters are shared, so routes admitted under a higher limit
+  -- may legitimately push a counter past a lower one. What can never happen is a set of holders
+  -- that no admission order explains: admitting the lowest limits first, the i-th holder saw i.
+  overbooked AS (
+    SELECT DISTINCT ON (kind, key) kind, key, n, lim, pos
+    FROM (SELECT kind, key, lim, row_number() OVER w AS pos, count(*) OVER (PARTITION BY kind, key) AS n
+          FROM held WINDOW w AS (PARTITION BY kind, key ORDER BY lim)) x
+    WHERE pos > lim
+    ORDER BY kind, key, pos),
   violations AS (
     SELECT 'replica_active_mismatch' AS kind,
            jsonb_build_object('replica_id', r.replica_id, 'active_assignments', r.active_assignments, 'reserved_routes', coalesce(p.n, 0)) AS detail
     FROM aip_connector_replicas r LEFT JOIN per_replica p USING (replica_id)
     WHERE r.active_assignments <> coalesce(p.n, 0)
     UNION ALL
-    SELECT 'replica_over_capacity', jsonb_build_object('replica_id', r.replica_id, 'active_assignments', r.active_assignments, 'capacity', r.capacity)
-    FROM aip_connector_replicas r WHERE r.active_assignments > r.capacity
-    UNION ALL
-    SELECT 'reserved_route_without_replica', jsonb_build_object('action_id', x.action_id, 'replica_id', x.replica_id)
-    FROM (SELECT DISTINCT action_id, replica_id FROM reserved) x
-    WHERE NOT EXISTS (SELECT 1 FROM aip_connector_replicas r WHERE r.replica_id = x.replica_id)
-    UNION ALL
-    SELECT 'counter_mismatch', jsonb_build_object('scope', k.kind, 'key', k.key, 'active', k.active, 'reserved_scopes', k.n)
+    SELECT 'counter_mismatch', jsonb_build_object('scope', k.kind, 'key', k.key, 'active', k.active, 'reserved_routes', k.n)
     FROM (SELECT coalesce(c.scope_kind, p.kind) AS kind, coalesce(c.scope_key, p.key) AS key,
                  coalesce(c.active, 0) AS active, coalesce(p.n, 0) AS n
           FROM aip_admission_counters c FULL JOIN per_counter p ON p.kind = c.scope_kind AND p.key = c.scope_key) k
     WHERE k.active <> k.n
     UNION ALL
-    SELECT 'counter_negative', jsonb_build_object('scope', c.scope_kind, 'key', c.scope_key, 'active', c.active)
-    FROM aip_admission_counters c WHERE c.active < 0
+    SELECT 'counter_above_pinned_limit', jsonb_build_object('scope', o.kind, 'key', o.key, 'reserved_routes', o.n, 'limit', o.lim, 'position', o.pos)
+    FROM overbooked o
     UNION ALL
-    SELECT 'counter_above_pinned_limit', jsonb_build_object('scope', c.scope_kind, 'key', c.scope_key, 'active', c.active, 'limit', p.max_limit)
-    FROM aip_admission_counters c JOIN per_counter p ON p.kind = c.scope_kind AND p.key = c.scope_key
-    WHERE c.active > p.max_limit
+    SELECT 'reservation_scopes_mismatch', jsonb_build_object('action_id', a.action_id)
+    FROM aip_route_assignments a
+    WHERE a.reserved
+      AND a.reservation_scopes IS DISTINCT FROM a.admission -> 'scopes'
+      AND a.reservation_scopes IS DISTINCT FROM (a.admission -> 'scopes') || CASE
+            WHEN jsonb_typeof(a.admission -> 'retry_scope') = 'object' THEN jsonb_build_array(a.admission -> 'retry_scope')
+            ELSE '[]'::jsonb END
+    UNION ALL
+    SELECT 'released_route_holds_scopes', jsonb_build_object('action_id', a.action_id)
+    FROM aip_route_assignments a
+    WHERE NOT a.reserved AND a.reservation_scopes <> '[]'::jsonb
     UNION ALL
     SELECT 'revision_behind_route', jsonb_build_object('catalog_revision', rev.revision, 'route_catalog_revision', m.max_rev)
     FROM (SELECT revision FROM aip_catalog_revision WHERE singleton) rev,
          (SELECT max(catalog_revision) AS max_rev FROM aip_route_assignments) m
-    WHERE m.max_rev > rev.revision)
+    WHERE m.max_rev > rev.revision
+    UNION ALL
+    SELECT 'health_behind_route', jsonb_build_object('replica_id', r.replica_id, 'health_revision', r.health_revision,
+                                                     'route_health_revision', m.max_health)
+    FROM (SELECT a.replica_id, max(a.replica_health_revision) AS max_health FROM aip_route_assignments a GROUP BY a.replica_id) m
+    JOIN aip_connector_replicas r USING (replica_id)
+    WHERE m.max_health > r.health_revision)
   SELECT json_build_object(
     'checked_at', aip_time(aip_now()),
     'healthy', NOT EXISTS (SELECT 1 FROM violations),

@@ -199,9 +199,21 @@ export type LifecycleOperation = z.infer<typeof LifecycleOperation>;
 
 export const LifecycleRequest = z
   .object({
-    request_id: Id(),
-    previous_sequence: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-    lease_ttl_ms: z.number().int().min(1000).max(300000).optional(),
+    request_id: Id().openapi({ description: "Idempotency key: replaying the replica's last request answers the same; reusing it with another payload is a 409." }),
+    previous_sequence: z
+      .number()
+      .int()
+      .min(0)
+      .max(Number.MAX_SAFE_INTEGER)
+      .optional()
+      .openapi({ description: "The sequence of the host's last answer. Required for heartbeat, drain and offline; register needs it only to re-register a live replica." }),
+    lease_ttl_ms: z
+      .number()
+      .int()
+      .min(1000)
+      .max(300000)
+      .optional()
+      .openapi({ description: "Lease length, counted from the database clock; default 30000. Ignored by offline." }),
   })
   .strict()
   .openapi("LifecycleRequest", { example: { request_id: "msg_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", previous_sequence: 3, lease_ttl_ms: 30000 } });
@@ -210,8 +222,8 @@ export const LifecycleResponse = z
   .object({
     replica_id: z.string(),
     status: z.enum(["ready", "draining", "offline"]),
-    sequence: z.number().int(),
-    lease_expires_at: Timestamp.nullable(),
+    sequence: z.number().int().openapi({ description: "The replica's health revision after this transition: the next `previous_sequence`." }),
+    lease_expires_at: Timestamp.nullable().openapi({ description: "Null for a replica that never held a lease." }),
   })
   .openapi("LifecycleResponse");
 
@@ -350,19 +362,24 @@ export const FleetStatus = z
     active_versions: Count,
     enabled_instances: Count,
     replicas: Count,
-    ready_replicas: Count,
-    draining_replicas: Count,
+    ready_replicas: Count.openapi({ description: "Ready with a live lease." }),
+    draining_replicas: Count.openapi({ description: "Draining with a live lease." }),
     offline_replicas: Count,
-    expired_leases: Count,
+    expired_leases: Count.openapi({ description: "Not yet offline but the lease ended: lease maintenance's backlog." }),
     open_circuits: Count,
-    ready_capacity: Count,
-    active_assignments: Count,
-    observed_at: Timestamp,
+    ready_capacity: Count.openapi({ description: "Summed capacity of the ready replicas with a live lease." }),
+    active_assignments: Count.openapi({ description: "Reserved routes, summed over all replicas." }),
+    observed_at: Timestamp.openapi({ description: "The database clock when the aggregate was read." }),
   })
   .openapi("FleetStatusSummary");
 export type FleetStatus = z.infer<typeof FleetStatus>;
 
-export const LeaseExpiryResult = z.object({ expired: Count, released: Count }).openapi("LeaseExpiryResult");
+export const LeaseExpiryResult = z
+  .object({
+    expired: Count.openapi({ description: "Replicas marked offline; fewer than `limit` means the backlog is drained." }),
+    released: Count.openapi({ description: "Their reserved routes, settled as lease_expired." }),
+  })
+  .openapi("LeaseExpiryResult");
 
 export const InvariantReport = z
   .object({

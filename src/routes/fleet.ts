@@ -28,7 +28,11 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       path: "/v1/fleet/lease-expiry",
       tags: ["fleet"],
       summary: "Expire a bounded batch of stale replica leases now",
-      description: "Marks up to `limit` (default 500, at most 10000) expired replicas offline and settles their reserved routes as lease_expired.",
+      description:
+        "Marks up to `limit` (default 500, at most 10000) replicas whose lease ended offline, earliest lease first, and settles " +
+        "their reserved routes as lease_expired, releasing capacity. Destinations recorded in routes are never rewritten and no " +
+        "endpoint is contacted. Concurrent calls take disjoint batches. Routing already ignores an ended lease, so this only " +
+        "returns capacity; the Node server and the Worker's cron trigger run it on their own.",
       security: bearer,
       middleware: [requireScope("registry:admin")],
       request: { query: z.object({ limit: z.coerce.number().int().min(1).max(10000).optional() }) },

@@ -16,10 +16,14 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       tags: ["replicas"],
       summary: "A connector-host lifecycle transition",
       description:
-        "`register` (a pre-provisioned replica: offline or lease expired, or live with its current sequence), " +
-        "`heartbeat` (extends a live lease), `drain` (no new routes; pinned retries still served while the lease lasts), " +
-        "`offline` (ends the lease; reserved routes are settled as lease_expired). Every transition is fenced on " +
-        "`previous_sequence` and advances the sequence. Replaying a `request_id` with the same payload returns the same answer.",
+        "`register` (a pre-provisioned replica of its instance's active rollout version: offline or lease expired, " +
+        "or live with its current sequence; the registry-owned active assignments are kept), " +
+        "`heartbeat` (extends a live lease, keeps `ready` or `draining`), `drain` (no new routes; pinned retries still " +
+        "served while the lease lasts), `offline` (ends the lease; reserved routes are settled as lease_expired). " +
+        "`heartbeat`, `drain` and `offline` need `previous_sequence`; a stale one is a 409 carrying the current `sequence`. " +
+        "Every transition advances the sequence by one; leases (`lease_ttl_ms`, 1000 to 300000, default 30000) run on the " +
+        "database clock; the catalog revision never moves. Replaying the last `request_id` with the same payload returns " +
+        "the same answer and changes nothing; with another payload it is a 409.",
       security: bearer,
       middleware: [requireScope("replicas:write")],
       request: {
@@ -29,7 +33,7 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
         }),
         body: jsonBody(LifecycleRequest),
       },
-      responses: { 200: json(LifecycleResponse, "The replica's new lease and sequence"), ...problems("not-found", "conflict") },
+      responses: { 200: json(LifecycleResponse, "The replica's new lease and sequence"), ...problems("not-found", "conflict", "admission") },
     }),
     async (c) => {
       const { replica_id, operation } = c.req.valid("param");
