@@ -1,0 +1,313 @@
+/**
+ * Connector-host lifecycle (aip_replica_lifecycle) through the data role: transitions, sequence
+ * fences, database-clock leases, replay, takeover, the rollout-version rule, draining, offline
+ * settlement, and independence from the catalog revision.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { instance, publishSimpleFleet, requestId, version } from "../support/fleet.js";
+import {
+  catalogRevision,
+  counters,
+  dbNowMs,
+  expectProblem,
+  lifecycle,
+  provisionFleet,
+  replicaRow,
+  waitForLeaseEnd,
+} from "../support/replicas.js";
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(() => db?.close());
+
+describe("register", () => {
+  it("accepts only provisioned replicas", async () => {
+    const error = await expectProblem(lifecycle(db.registry, "crepl_never_provisioned", "register"), "not-found");
+    expect(error.message).toContain("crepl_never_provisioned");
+  });
+
+  it("starts a lease of lease_ttl_ms on the database clock and advances the sequence by one", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "reg" });
+    const id = fleet.replicas[0]!;
+    expect(await replicaRow(db, id)).toMatchObject({ status: "offline", health_revision: 0, lease_expires_at: null });
+    const before = await dbNowMs(db);
+    const answer = await lifecycle(db.registry, id, "register", { lease_ttl_ms: 45_000 });
+    const after = await dbNowMs(db);
+    expect(answer).toEqual({ replica_id: id, status: "ready", sequence: 1, lease_expires_at: expect.any(String) });
+    const lease = Date.parse(answer.lease_expires_at!);
+    expect(lease).toBeGreaterThanOrEqual(before + 45_000);
+    expect(lease).toBeLessThanOrEqual(after + 45_000);
+    expect(answer.lease_expires_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(await replicaRow(db, id)).toMatchObject({ status: "ready", health_revision: 1, lease_expires_at: answer.lease_expires_at });
+  });
+
+  it("defaults the lease to 30 s and bounds lease_ttl_ms to [1000, 300000]", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "ttl" });
+    const id = fleet.replicas[0]!;
+    for (const bad of [999, 300_001, 0, -1, 1500.5]) {
+      const error = await expectProblem(lifecycle(db.registry, id, "register", { lease_ttl_ms: bad }), "invalid");
+      expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "lease_ttl_ms" })]);
+    }
+    expect((await replicaRow(db, id)).health_revision).toBe(0);
+    const before = await dbNowMs(db);
+    const first = await lifecycle(db.registry, id, "register");
+    expect(Date.parse(first.lease_expires_at!) - before).toBeGreaterThanOrEqual(30_000);
+    expect(Date.parse(first.lease_expires_at!) - before).toBeLessThan(31_000);
+    const low = await lifecycle(db.registry, id, "heartbeat", { previous_sequence: first.sequence, lease_ttl_ms: 1000 });
+    const high = await lifecycle(db.registry, id, "heartbeat", { previous_sequence: low.sequence, lease_ttl_ms: 300_000 });
+    expect(Date.parse(high.lease_expires_at!) - Date.parse(low.lease_expires_at!)).toBeGreaterThanOrEqual(299_000);
+  });
+
+  it("is refused when the replica's version is not its instance's active rollout version", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "roll" });
+    const [oldReplica] = fleet.replicas as [string];
+    const tenant = fleet.tenants[0]!;
+    // The version is demoted: no replica of it may register.
+    await db.registry.publish([{ op: "set_version_status", id: fleet.versionId, status: "admitted" }]);
+    const demoted = await expectProblem(lifecycle(db.registry, oldReplica, "register"), "admission");
+    expect(demoted.extensions).toMatchObject({ replica_id: oldReplica, version_id: fleet.versionId });
+    await db.registry.publish([{ op: "set_version_status", id: fleet.versionId, status: "active" }]);
+    await lifecycle(db.registry, oldReplica, "register");
+    const { sequence } = await lifecycle(db.registry, oldReplica, "offline", { previous_sequence: 1 });
+    // The instance rolls forward to v2: v1's replica is no longer the rollout, even though v1 is active.
+    await db.registry.publish([
+      await version("cver_roll_2", fleet.typeId, [fleet.capability]),
+      instance(tenant.instanceId, fleet.typeId, "cver_roll_2", tenant.tenant, 2),
+    ]);
+    await expectProblem(lifecycle(db.registry, oldReplica, "register"), "admission");
+    await expectProblem(lifecycle(db.registry, oldReplica, "register", { previous_sequence: sequence }), "admission");
+    expect(await replicaRow(db, oldReplica)).toMatchObject({ status: "offline", health_revision: sequence });
+  });
+});
+
+describe("transitions and fences", () => {
+  it("heartbeat, drain and offline require previous_sequence", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "req" });
+    const id = fleet.replicas[0]!;
+    await lifecycle(db.registry, id, "register");
+    for (const operation of ["heartbeat", "drain", "offline"] as const) {
+      const error = await expectProblem(lifecycle(db.registry, id, operation), "invalid");
+      expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "previous_sequence" })]);
+    }
+    expect(await replicaRow(db, id)).toMatchObject({ status: "ready", health_revision: 1 });
+  });
+
+  it("advance the sequence by exactly one and refuse a stale previous_sequence with the current one", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "fence" });
+    const id = fleet.replicas[0]!;
+    const registered = await lifecycle(db.registry, id, "register");
+    expect(registered.sequence).toBe(1);
+
+    const beat = await lifecycle(db.registry, id, "heartbeat", { previous_sequence: 1 });
+    expect(beat).toMatchObject({ status: "ready", sequence: 2 });
+    expect(Date.parse(beat.lease_expires_at!)).toBeGreaterThanOrEqual(Date.parse(registered.lease_expires_at!));
+
+    for (const operation of ["heartbeat", "drain", "offline", "register"] as const) {
+      for (const stale of [1, 3]) {
+        const error = await expectProblem(lifecycle(db.registry, id, operation, { previous_sequence: stale }), "conflict");
+        expect(error.extensions).toMatchObject({ replica_id: id, sequence: 2 });
+      }
+    }
+    expect(await replicaRow(db, id)).toMatchObject({ status: "ready", health_revision: 2 });
+
+    const drained = await lifecycle(db.registry, id, "drain", { previous_sequence: 2 });
+    expect(drained).toMatchObject({ status: "draining", sequence: 3 });
+    // A heartbeat keeps a draining replica draining (the reference would flip it back to ready).
+    const drainingBeat = await lifecycle(db.registry, id, "heartbeat", { previous_sequence: 3 });
+    expect(drainingBeat).toMatchObject({ status: "draining", sequence: 4 });
+    // Re-registering with the current sequence makes it ready again.
+    expect(await lifecycle(db.registry, id, "register", { previous_sequence: 4 })).toMatchObject({ status: "ready", sequence: 5 });
+
+    const before = await dbNowMs(db);
+    const offline = await lifecycle(db.registry, id, "offline", { previous_sequence: 5 });
+    expect(offline).toMatchObject({ status: "offline", sequence: 6 });
+    expect(Date.parse(offline.lease_expires_at!)).toBeLessThanOrEqual((await dbNowMs(db)));
+    expect(Date.parse(offline.lease_expires_at!)).toBeGreaterThanOrEqual(before);
+    expect(await replicaRow(db, id)).toMatchObject({ status: "offline", health_revision: 6, lease_expires_at: offline.lease_expires_at });
+
+    // No live lease: heartbeat and drain are refused (carrying the sequence); register starts over.
+    for (const operation of ["heartbeat", "drain"] as const) {
+      const error = await expectProblem(lifecycle(db.registry, id, operation, { previous_sequence: 6 }), "conflict");
+      expect(error.extensions).toMatchObject({ status: "offline", sequence: 6 });
+    }
+    expect(await lifecycle(db.registry, id, "register")).toMatchObject({ status: "ready", sequence: 7 });
+  });
+});
+
+describe("replay", () => {
+  it("returns the same answer for the same request_id and payload and changes nothing", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "replay" });
+    const id = fleet.replicas[0]!;
+    const steps = [
+      { operation: "register", request: { lease_ttl_ms: 20_000 } },
+      { operation: "heartbeat", request: { previous_sequence: 1, lease_ttl_ms: 20_000 } },
+      { operation: "drain", request: { previous_sequence: 2 } },
+      { operation: "offline", request: { previous_sequence: 3 } },
+    ] as const;
+    for (const step of steps) {
+      const request = { request_id: requestId(), ...step.request };
+      const answer = await db.registry.replicaLifecycle(id, step.operation, request);
+      const { rows: before } = await db.owner.query("SELECT * FROM aip_connector_replicas WHERE replica_id = $1", [id]);
+      await new Promise((resolve) => setTimeout(resolve, 5)); // a fresh transition would get a later clock
+      const replayed = await db.registry.replicaLifecycle(id, step.operation, request);
+      expect(JSON.stringify(replayed)).toBe(JSON.stringify(answer));
+      const { rows: after } = await db.owner.query("SELECT * FROM aip_connector_replicas WHERE replica_id = $1", [id]);
+      expect(after).toEqual(before);
+    }
+  });
+
+  it("refuses the same request_id with another payload, whatever differs", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "reuse" });
+    const id = fleet.replicas[0]!;
+    const register = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    await db.registry.replicaLifecycle(id, "register", register);
+    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, lease_ttl_ms: 25_000 }), "conflict");
+    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, previous_sequence: 1 }), "conflict");
+    const asHeartbeat = await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...register, previous_sequence: 1 }), "conflict");
+    expect(asHeartbeat.extensions).toEqual({ replica_id: id });
+    expect(asHeartbeat.message).toContain(register.request_id);
+    // An omitted lease_ttl_ms means the default: the same payload as sending 30000.
+    const beat = { request_id: requestId(), previous_sequence: 1 };
+    const first = await db.registry.replicaLifecycle(id, "heartbeat", beat);
+    expect(await db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 30_000 })).toEqual(first);
+    await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 10_000 }), "conflict");
+    expect((await replicaRow(db, id)).health_revision).toBe(2);
+  });
+});
+
+describe("takeover", () => {
+  it("refuses to re-register a live replica without its current sequence; allows it after a clean offline", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "live" });
+    const id = fleet.replicas[0]!;
+    const first = await lifecycle(db.registry, id, "register");
+    const refused = await expectProblem(lifecycle(db.registry, id, "register"), "conflict");
+    expect(refused.extensions).toMatchObject({ replica_id: id, lease_expires_at: first.lease_expires_at });
+    await expectProblem(lifecycle(db.registry, id, "register", { previous_sequence: 0 }), "conflict");
+    const draining = await lifecycle(db.registry, id, "drain", { previous_sequence: 1 });
+    await expectProblem(lifecycle(db.registry, id, "register"), "conflict");
+    expect(await replicaRow(db, id)).toMatchObject({ status: "draining", health_revision: draining.sequence });
+    await lifecycle(db.registry, id, "offline", { previous_sequence: draining.sequence });
+    expect(await lifecycle(db.registry, id, "register")).toMatchObject({ status: "ready", sequence: draining.sequence + 2 });
+  });
+});
+
+describe("routing effects", () => {
+  it("offline settles the replica's reserved routes as lease_expired and releases their counters", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "off", tenants: ["tenant-off"], replicasPerTenant: 2 });
+    const [a, b] = fleet.replicas as [string, string];
+    const seqA = (await lifecycle(db.registry, a, "register")).sequence;
+    await lifecycle(db.registry, b, "register");
+    const routes = [];
+    for (let n = 0; n < 6; n++) routes.push((await db.registry.resolveRoute(`act_off_${n}`, "tenant-off", fleet.capability)).assignment);
+    const onA = routes.filter((r) => r.replica_id === a);
+    const onB = routes.filter((r) => r.replica_id === b);
+    expect(onA.length).toBeGreaterThan(0);
+    expect(onB.length).toBeGreaterThan(0);
+    // One of A's routes was already completed: offline must not release it again.
+    await db.registry.settleRoute(onA[0]!.action_id, "tenant-off", onA[0]!, "completed");
+
+    const offline = await lifecycle(db.registry, a, "offline", { previous_sequence: seqA });
+    expect(offline).toMatchObject({ status: "offline", sequence: seqA + 1 });
+    expect(await replicaRow(db, a)).toMatchObject({ status: "offline", active_assignments: 0 });
+    expect(await replicaRow(db, b)).toMatchObject({ status: "ready", active_assignments: onB.length });
+    const held = await counters(db);
+    expect(held["tenant:tenant-off"]).toBe(onB.length);
+    expect(held[`instance:${fleet.tenants[0]!.instanceId}`]).toBe(onB.length);
+
+    expect((await db.registry.getRoute(onA[0]!.action_id, "tenant-off"))!.last_settlement).toBe("completed");
+    for (const route of onA.slice(1)) {
+      const state = await db.registry.getRoute(route.action_id, "tenant-off");
+      expect(state).toMatchObject({ reserved: false, last_settlement: "lease_expired", assignment: route });
+      expect(await db.registry.settleRoute(route.action_id, "tenant-off", route, "completed")).toEqual({
+        action_id: route.action_id,
+        released: false,
+        last_settlement: "lease_expired",
+      });
+    }
+    expect((await counters(db))["tenant:tenant-off"]).toBe(onB.length);
+    expect(await db.registry.checkInvariants()).toMatchObject({ healthy: true });
+  });
+});
+
+describe.concurrent("leases that end (1 s leases, run side by side)", () => {
+  it("after lease expiry succeeds and keeps the registry-owned active count; reserved routes stay settleable", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "take" });
+    const id = fleet.replicas[0]!;
+    const tenant = fleet.tenants[0]!.tenant;
+    const { sequence } = await lifecycle(db.registry, id, "register", { lease_ttl_ms: 1000 });
+    const routes = [];
+    for (const action of ["act_take_1", "act_take_2"]) routes.push((await db.registry.resolveRoute(action, tenant, fleet.capability)).assignment);
+    expect(await replicaRow(db, id)).toMatchObject({ active_assignments: 2 });
+    await expectProblem(lifecycle(db.registry, id, "register"), "conflict");
+
+    await waitForLeaseEnd(db, [id]);
+    // An expired lease is never revived by heartbeat or drain, even with the right sequence.
+    for (const operation of ["heartbeat", "drain"] as const) {
+      await expectProblem(lifecycle(db.registry, id, operation, { previous_sequence: sequence }), "conflict");
+    }
+    const taken = await lifecycle(db.registry, id, "register");
+    expect(taken).toMatchObject({ status: "ready", sequence: sequence + 1 });
+    expect(await replicaRow(db, id)).toMatchObject({ status: "ready", active_assignments: 2 });
+    const held = await counters(db);
+    expect(held[`tenant:${tenant}`]).toBe(2);
+    for (const route of routes) {
+      expect(await db.registry.getRoute(route.action_id, tenant)).toMatchObject({ reserved: true, assignment: route });
+      expect(await db.registry.settleRoute(route.action_id, tenant, route, "completed")).toMatchObject({ released: true });
+    }
+    expect(await replicaRow(db, id)).toMatchObject({ active_assignments: 0 });
+    expect(await counters(db)).toMatchObject({ [`tenant:${tenant}`]: 0, [`instance:${fleet.tenants[0]!.instanceId}`]: 0 });
+  });
+  it("draining takes no new routes but serves pinned retries while the lease lasts", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "drain", tenants: ["tenant-drain"] });
+    const id = fleet.replicas[0]!;
+    const { sequence } = await lifecycle(db.registry, id, "register", { lease_ttl_ms: 1500 });
+    const pinned = (await db.registry.resolveRoute("act_drain_pinned", "tenant-drain", fleet.capability)).assignment;
+    await db.registry.settleRoute(pinned.action_id, "tenant-drain", pinned, "outcome_unknown");
+    await lifecycle(db.registry, id, "drain", { previous_sequence: sequence, lease_ttl_ms: 1500 });
+
+    const refused = await expectProblem(db.registry.resolveRoute("act_drain_new", "tenant-drain", fleet.capability), "replica-unavailable");
+    expect(refused.extensions).toMatchObject({ instance_id: fleet.tenants[0]!.instanceId });
+    const retry = await db.registry.resolveRoute("act_drain_pinned", "tenant-drain", fleet.capability);
+    expect(retry).toEqual({ outcome: "reacquired", assignment: pinned });
+    expect(await replicaRow(db, id)).toMatchObject({ status: "draining", active_assignments: 1 });
+    await db.registry.settleRoute(pinned.action_id, "tenant-drain", pinned, "completed");
+
+    // Once the draining lease ends the pinned retry is refused too, and no replacement is made.
+    await waitForLeaseEnd(db, [id]);
+    await expectProblem(db.registry.resolveRoute("act_drain_pinned", "tenant-drain", fleet.capability), "replica-unavailable");
+    expect(await db.registry.getRoute("act_drain_pinned", "tenant-drain")).toMatchObject({ reserved: false, assignment: pinned });
+    expect(await replicaRow(db, id)).toMatchObject({ active_assignments: 0 });
+  });
+});
+
+describe("catalog independence", () => {
+  it("no lifecycle call or lease expiry moves the catalog revision, so a cursor stays valid between pages", async () => {
+    const fleet = await publishSimpleFleet(db.registry, { prefix: "cur", tenants: ["tenant-cur"], capabilities: ["cap:cur.a", "cap:cur.b", "cap:cur.c"] });
+    const id = fleet.replicas[0]!;
+    const revision = await catalogRevision(db);
+    const first = await db.registry.catalogPage("tenant-cur", { limit: 1 });
+    expect(first.catalog_revision).toBe(revision);
+    expect(first.next_cursor).not.toBeNull();
+
+    const sequence = (await db.registry.adminGet("replica", id))!.health_revision as number;
+    let s = (await lifecycle(db.registry, id, "heartbeat", { previous_sequence: sequence })).sequence;
+    s = (await lifecycle(db.registry, id, "drain", { previous_sequence: s })).sequence;
+    s = (await lifecycle(db.registry, id, "offline", { previous_sequence: s })).sequence;
+    s = (await lifecycle(db.registry, id, "register", { lease_ttl_ms: 1000 })).sequence;
+    const second = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: first.next_cursor! });
+    expect(second.capabilities.map((d) => d.capability.id)).toEqual(["cap:cur.b"]);
+
+    await waitForLeaseEnd(db, [id]);
+    await db.registry.expireLeases(100);
+    expect(await catalogRevision(db)).toBe(revision);
+    const third = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! });
+    expect(third.capabilities.map((d) => d.capability.id)).toEqual(["cap:cur.c"]);
+
+    // The same cursor does go stale when the catalog itself changes: the check above can fail.
+    await db.registry.publish([{ op: "set_connector_type_enabled", id: fleet.typeId, enabled: false }]);
+    await expectProblem(db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
+  });
+});

@@ -1,0 +1,114 @@
+/**
+ * POST /v1/replicas/{replica_id}/{operation} in-process: scope, problem codes and members, and
+ * byte-identical replay.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { requestId } from "../support/fleet.js";
+import { createTestApi, type TestApi } from "../support/http.js";
+import { provisionFleet, replicaRow } from "../support/replicas.js";
+
+let db: TestDatabase;
+let api: TestApi;
+let host: string;
+let replicas: string[];
+beforeAll(async () => {
+  db = await createTestDatabase();
+  api = createTestApi(db.registry);
+  host = await api.hostToken();
+  replicas = (await provisionFleet(db.registry, { prefix: "h", replicasPerTenant: 4 })).replicas;
+});
+afterAll(() => db?.close());
+
+const post = (replicaId: string, operation: string, body: unknown, token = host) =>
+  api.call("POST", `/v1/replicas/${replicaId}/${operation}`, { token, body });
+
+async function problem(response: Response, status: number, code: string) {
+  expect(response.status).toBe(status);
+  expect(response.headers.get("content-type")).toBe("application/problem+json");
+  const body = (await response.json()) as Record<string, unknown>;
+  expect(body).toMatchObject({ status, code });
+  return body;
+}
+
+describe("authorization", () => {
+  it("needs a token with replicas:write", async () => {
+    await problem(await post(replicas[0]!, "register", { request_id: requestId() }, ""), 401, "unauthorized");
+    for (const scopes of [["fleet:read"], ["registry:admin"], ["routes:write"]] as const) {
+      const token = await api.token({ scopes: [...scopes] });
+      await problem(await post(replicas[0]!, "register", { request_id: requestId() }, token), 403, "forbidden");
+    }
+    expect((await replicaRow(db, replicas[0]!)).health_revision).toBe(0);
+  });
+});
+
+describe("lifecycle", () => {
+  it("registers, heartbeats, drains and goes offline, each answer carrying the next sequence", async () => {
+    const id = replicas[0]!;
+    const registered = await post(id, "register", { request_id: requestId(), lease_ttl_ms: 10_000 });
+    expect(registered.status).toBe(200);
+    expect(registered.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(await registered.json()).toEqual({ replica_id: id, status: "ready", sequence: 1, lease_expires_at: expect.any(String) });
+    expect(await (await post(id, "heartbeat", { request_id: requestId(), previous_sequence: 1 })).json()).toMatchObject({ status: "ready", sequence: 2 });
+    expect(await (await post(id, "drain", { request_id: requestId(), previous_sequence: 2 })).json()).toMatchObject({ status: "draining", sequence: 3 });
+    expect(await (await post(id, "offline", { request_id: requestId(), previous_sequence: 3 })).json()).toMatchObject({ status: "offline", sequence: 4 });
+  });
+
+  it("answers 404 for a replica nobody provisioned", async () => {
+    const body = await problem(await post("crepl_unknown", "register", { request_id: requestId() }), 404, "not-found");
+    expect(body.detail).toContain("crepl_unknown");
+  });
+
+  it("answers 409 with the current sequence when previous_sequence is stale", async () => {
+    const id = replicas[1]!;
+    await post(id, "register", { request_id: requestId() });
+    const body = await problem(await post(id, "heartbeat", { request_id: requestId(), previous_sequence: 7 }), 409, "conflict");
+    expect(body).toMatchObject({ replica_id: id, sequence: 1 });
+    const live = await problem(await post(id, "register", { request_id: requestId() }), 409, "conflict");
+    expect(live).toMatchObject({ replica_id: id, lease_expires_at: expect.any(String) });
+  });
+
+  it("answers 400 for out-of-range leases, a missing previous_sequence, unknown members or operations", async () => {
+    const id = replicas[2]!;
+    for (const lease_ttl_ms of [999, 300_001, 2.5, "30000"]) {
+      const body = await problem(await post(id, "register", { request_id: requestId(), lease_ttl_ms }), 400, "invalid");
+      expect(body.errors).toEqual([expect.objectContaining({ field: "lease_ttl_ms" })]);
+    }
+    for (const request_id of ["", "   ", "x".repeat(257)]) {
+      await problem(await post(id, "register", { request_id }), 400, "invalid");
+    }
+    await problem(await post(id, "register", { request_id: requestId(), replica_id: "crepl_other" }), 400, "invalid");
+    await problem(await post(id, "register", { request_id: requestId(), previous_sequence: -1 }), 400, "invalid");
+    await problem(await post(id, "reboot", { request_id: requestId() }), 400, "invalid");
+    await post(id, "register", { request_id: requestId() });
+    const missing = await problem(await post(id, "heartbeat", { request_id: requestId() }), 400, "invalid");
+    expect(missing.errors).toEqual([expect.objectContaining({ field: "previous_sequence" })]);
+    expect((await replicaRow(db, id)).health_revision).toBe(1);
+  });
+
+  it("answers 422 when the replica's version is no longer active", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "h422" });
+    await db.registry.publish([{ op: "set_version_status", id: fleet.versionId, status: "revoked" }]);
+    await problem(await post(fleet.replicas[0]!, "register", { request_id: requestId() }), 422, "admission");
+  });
+});
+
+describe("replay", () => {
+  it("returns the byte-identical body for the same request and 409 for the same request_id with another payload", async () => {
+    const id = replicas[3]!;
+    const request = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    const first = await post(id, "register", request);
+    const original = await first.text();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const again = await post(id, "register", request);
+    expect(again.status).toBe(200);
+    expect(await again.text()).toBe(original);
+    expect((await replicaRow(db, id)).health_revision).toBe(1);
+    const body = await problem(await post(id, "register", { ...request, lease_ttl_ms: 20_001 }), 409, "conflict");
+    // request_id stays the HTTP request's (X-Request-Id); the reused lifecycle id is named in detail.
+    expect(body.request_id).not.toBe(request.request_id);
+    expect(body.detail).toContain(request.request_id);
+    await problem(await post(id, "drain", { ...request, previous_sequence: 1 }), 409, "conflict");
+    expect((await replicaRow(db, id)).health_revision).toBe(1);
+  });
+});

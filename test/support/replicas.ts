@@ -1,0 +1,121 @@
+/**
+ * Helpers for lifecycle, lease and fleet tests: a provisioned (not yet registered) fleet, direct
+ * reads of replica and counter rows as the owner, the database clock, and waiting for a lease to
+ * end on that clock.
+ */
+import { expect } from "vitest";
+import type { LifecycleOperation } from "../../src/schemas.js";
+import type { LifecycleRequest, Registry } from "../../src/registry/registry.js";
+import { RegistryError } from "../../src/registry/errors.js";
+import type { TestDatabase } from "./database.js";
+import { binding, connectorType, instance, policy, replica, requestId, version } from "./fleet.js";
+
+export interface ProvisionedFleet {
+  typeId: string;
+  versionId: string;
+  capability: string;
+  /** tenant -> its instance and replica IDs */
+  tenants: { tenant: string; instanceId: string; replicas: string[] }[];
+  replicas: string[];
+}
+
+/**
+ * One type and active version with one capability; per tenant one instance, bound to the
+ * capability, with `replicasPerTenant` provisioned replicas that have not registered yet.
+ */
+export async function provisionFleet(
+  registry: Registry,
+  options: { prefix: string; tenants?: string[]; replicasPerTenant?: number; capacity?: number; policy?: Record<string, unknown> },
+): Promise<ProvisionedFleet> {
+  const { prefix } = options;
+  const typeId = `ctype_${prefix}`;
+  const versionId = `cver_${prefix}_1`;
+  const capability = `cap:${prefix}.run`;
+  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, [capability])];
+  const policyRef = options.policy ? `policy:${prefix}` : undefined;
+  if (policyRef) changes.push(policy(policyRef, options.policy));
+  const tenants: ProvisionedFleet["tenants"] = [];
+  for (const tenant of options.tenants ?? [`tenant-${prefix}`]) {
+    const instanceId = `cinst_${prefix}_${tenant}`;
+    changes.push(instance(instanceId, typeId, versionId, tenant));
+    changes.push(binding(tenant, capability, instanceId, policyRef ? { quota_policy_ref: policyRef } : {}));
+    const replicas: string[] = [];
+    for (let n = 0; n < (options.replicasPerTenant ?? 1); n++) {
+      const replicaId = `crepl_${prefix}_${tenant}_${n}`;
+      changes.push(replica(replicaId, instanceId, versionId, { capacity: options.capacity ?? 10 }));
+      replicas.push(replicaId);
+    }
+    tenants.push({ tenant, instanceId, replicas });
+  }
+  await registry.publish(changes);
+  return { typeId, versionId, capability, tenants, replicas: tenants.flatMap((t) => t.replicas) };
+}
+
+export function lifecycle(registry: Registry, replicaId: string, operation: LifecycleOperation, request: Partial<LifecycleRequest> = {}) {
+  return registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), ...request });
+}
+
+export interface ReplicaRow {
+  status: string;
+  lease_expires_at: string | null;
+  health_revision: number;
+  active_assignments: number;
+  capacity: number;
+}
+
+export async function replicaRow(db: TestDatabase, replicaId: string): Promise<ReplicaRow> {
+  const { rows } = await db.owner.query(
+    `SELECT status, aip_time(lease_expires_at) AS lease_expires_at, health_revision::int AS health_revision,
+            active_assignments, capacity
+     FROM aip_connector_replicas WHERE replica_id = $1`,
+    [replicaId],
+  );
+  if (!rows[0]) throw new Error(`no replica ${replicaId}`);
+  return rows[0] as ReplicaRow;
+}
+
+/** Every admission counter, as "kind:key" -> active. */
+export async function counters(db: TestDatabase): Promise<Record<string, number>> {
+  const { rows } = await db.owner.query<{ k: string; active: number }>(
+    "SELECT scope_kind || ':' || scope_key AS k, active FROM aip_admission_counters ORDER BY 1",
+  );
+  return Object.fromEntries(rows.map((r) => [r.k, r.active]));
+}
+
+export async function catalogRevision(db: TestDatabase): Promise<number> {
+  const { rows } = await db.owner.query<{ revision: string }>("SELECT revision FROM aip_catalog_revision WHERE singleton");
+  return Number(rows[0]!.revision);
+}
+
+/** The database clock, in epoch milliseconds. */
+export async function dbNowMs(db: TestDatabase): Promise<number> {
+  const { rows } = await db.owner.query<{ ms: string }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms");
+  return Number(rows[0]!.ms);
+}
+
+/** Polls the database clock until every given replica's lease has ended (a 1 s lease: ~1 s). */
+export async function waitForLeaseEnd(db: TestDatabase, replicaIds: string[], timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { rows } = await db.owner.query<{ live: number }>(
+      "SELECT count(*)::int AS live FROM aip_connector_replicas WHERE replica_id = ANY ($1) AND lease_expires_at > clock_timestamp()",
+      [replicaIds],
+    );
+    if (rows[0]!.live === 0) return;
+    if (Date.now() > deadline) throw new Error("leases did not end in time");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Awaits a registry call that must fail with `code`; returns the error for further checks. */
+export async function expectProblem(call: Promise<unknown>, code: string): Promise<RegistryError> {
+  const error = await call.then(
+    () => {
+      throw new Error(`expected ${code}, but the call succeeded`);
+    },
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(RegistryError);
+  expect((error as RegistryError).code).toBe(code);
+  return error as RegistryError;
+}
