@@ -1,20 +1,27 @@
 /**
  * Before/after measurement of a candidate schema or function change, robust to a noisy machine:
  *
- *   npx tsx bench/ab.ts bench/candidates/<name>.sql [--workload=cycle|resolve] [--concurrency=16]
- *     [--pool=16] [--rounds=4] [--seconds=4] [--replicas=10000] [--tenants=N]
+ *   npx tsx bench/ab.ts bench/candidates/<name>.sql [--workload=cycle|resolve|hot|noisy]
+ *     [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4] [--replicas=10000] [--tenants=N]
  *
- * Two databases get the same seeded fleet; the candidate SQL is applied to B only, as the owner
- * (the way the owner of functions/ or drizzle/ would ship it). The workload then alternates
- * A, B, A, B ... so that load from anything else on the machine hits both sides alike, and the
- * median of each side is compared. Hot-table HOT update ratios are reported per side.
+ * Two databases get the same seeded fleet (plus the contention fleets for `hot` and `noisy`);
+ * the candidate SQL is applied to B only, as the owner (the way the owner of functions/ or
+ * drizzle/ would ship it). The workload then alternates A, B, B, A, A, B ... so that load from
+ * anything else on the machine hits both sides alike, and the median of each side is compared.
+ * Only one side holds connections at a time. Hot-table HOT update ratios are reported per side.
+ *
+ * Workloads: `cycle` / `resolve` on random routable pairs (`--tenants=1`: all on one tenant);
+ * `hot`: cycles on one instance with two replicas; `noisy`: a tenant at its limit (128 in flight
+ * over 32 connections) beside a quiet tenant (4 over 4), whose figures are the ones compared.
  */
 import { readFile } from "node:fs/promises";
+import type { Registry } from "../src/registry/registry.js";
+import type { Layout } from "./lib/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
-import { observe } from "./lib/observe.js";
-import { tableWrites, writesBetween } from "./lib/observe.js";
+import { observe, tableWrites, writesBetween } from "./lib/observe.js";
 import { seedFleet } from "./lib/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
+import { cycle, publishContentionFleets } from "./workloads/contention.js";
 import { resolveNew, settle, warmUp } from "./workloads/routing.js";
 
 const args = new Map(
@@ -24,7 +31,7 @@ const args = new Map(
   }),
 );
 const candidate = process.argv[2];
-if (!candidate) throw new Error("usage: npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve] [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4]");
+if (!candidate) throw new Error("usage: npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve|hot|noisy] [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4]");
 const workload = args.get("workload") ?? "cycle";
 const concurrency = Number(args.get("concurrency") ?? 16);
 const pool = Number(args.get("pool") ?? Math.min(concurrency, 64));
@@ -34,24 +41,55 @@ const replicas = Number(args.get("replicas") ?? 10_000);
 /** Restrict requests to the first N tenants (1: every transaction shares one tenant counter). */
 const tenants = args.get("tenants") ? Number(args.get("tenants")) : undefined;
 
+type Result = Measurement & { waits: Record<string, number>; extra?: string };
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
-/** One measured round on one side; its pool is opened and closed around it (A and B never hold connections at once). */
-async function round(db: BenchDatabase, layout: Awaited<ReturnType<typeof seedFleet>>["layout"]) {
+/** The operation of one worker for the simple workloads. */
+function operation(registry: Registry, layout: Layout): () => Promise<void> {
+  switch (workload) {
+    case "resolve":
+      return async () => {
+        await resolveNew(registry, layout, "ab");
+      };
+    case "hot":
+      return () => cycle(registry, "tenant-hot", "cap:hot.run");
+    default:
+      return async () => settle(registry, await resolveNew(registry, layout, "ab"));
+  }
+}
+
+/** One measured round on one side; pools are opened and closed around it. */
+async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
+  if (workload === "noisy") return noisyRound(db);
   const handle = await db.registry(pool);
-  const op =
-    workload === "resolve"
-      ? async () => {
-          await resolveNew(handle.registry, layout, "ab");
-        }
-      : async () => settle(handle.registry, await resolveNew(handle.registry, layout, "ab"));
   try {
     await warmUp(handle.registry, layout, pool);
+    const op = operation(handle.registry, layout);
+    if (workload === "hot") await closedLoop({ concurrency, durationMs: 1000 }, op);
     const observer = await observe(db.server.adminUrl, db.name);
     const measurement = await closedLoop({ concurrency, durationMs: seconds * 1000 }, op);
     return { ...measurement, waits: (await observer.stop()).waits };
   } finally {
     await handle.close();
+  }
+}
+
+async function noisyRound(db: BenchDatabase): Promise<Result> {
+  const quiet = await db.registry(4);
+  const noisy = await db.registry(32);
+  try {
+    const quietOp = () => cycle(quiet.registry, "tenant-quiet", "cap:nq.run");
+    const noisyOp = () => cycle(noisy.registry, "tenant-noisy", "cap:nq.run", 10);
+    await Promise.all([closedLoop({ concurrency: 4, durationMs: 1000 }, quietOp), closedLoop({ concurrency: 128, durationMs: 1000 }, noisyOp)]);
+    const observer = await observe(db.server.adminUrl, db.name);
+    const [q, n] = await Promise.all([
+      closedLoop({ concurrency: 4, durationMs: seconds * 1000 }, quietOp),
+      closedLoop({ concurrency: 128, durationMs: seconds * 1000 }, noisyOp),
+    ]);
+    const rejected = (n.errors["capacity-exceeded"] ?? 0) / n.seconds;
+    return { ...q, waits: (await observer.stop()).waits, extra: `noisy: ${n.throughput.toFixed(1)} accepted/s, ${rejected.toFixed(1)} rejected/s, p50 ${n.latency.p50.toFixed(0)} ms` };
+  } finally {
+    await Promise.all([quiet.close(), noisy.close()]);
   }
 }
 
@@ -64,18 +102,25 @@ async function main() {
   };
   try {
     const seeds = await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }))));
+    if (workload === "hot" || workload === "noisy") {
+      for (const db of Object.values(sides)) {
+        const publisher = await db.registry(1);
+        await publishContentionFleets(publisher.registry).finally(() => publisher.close());
+      }
+    }
     await sides.B.withOwner((s) => s.exec(sql));
     await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => s.exec("ANALYZE"))));
     const layout = { ...seeds[0]!.layout, ...(tenants ? { tenants } : {}) };
     const before = { A: await sides.A.withOwner((s) => tableWrites((q) => s.query(q))), B: await sides.B.withOwner((s) => tableWrites((q) => s.query(q))) };
-    const results: Record<"A" | "B", (Measurement & { waits: Record<string, number> })[]> = { A: [], B: [] };
-    console.log(`${candidate}: ${workload} at concurrency ${concurrency} over ${pool} connections, ${rounds} x ${seconds} s per side, alternating`);
+    const results: Record<"A" | "B", Result[]> = { A: [], B: [] };
+    const shape = workload === "noisy" ? "quiet tenant (4 over 4) beside a noisy one (128 over 32)" : `concurrency ${concurrency} over ${pool} connections`;
+    console.log(`${candidate}: ${workload}, ${shape}, ${rounds} x ${seconds} s per side, alternating`);
     for (let r = 0; r < rounds; r++) {
       for (const name of (r % 2 === 0 ? ["A", "B"] : ["B", "A"]) as ("A" | "B")[]) {
         const m = await round(sides[name], layout);
         results[name].push(m);
         const waits = Object.entries(m.waits).slice(0, 3).map(([w, n]) => `${w} ${n}`).join(", ");
-        console.log(`  ${name} round ${r + 1}: ${m.throughput.toFixed(1)} ops/s p50 ${m.latency.p50.toFixed(1)} p99 ${m.latency.p99.toFixed(1)} ms ${JSON.stringify(m.errors)} waits: ${waits}`);
+        console.log(`  ${name} round ${r + 1}: ${m.throughput.toFixed(1)} ops/s p50 ${m.latency.p50.toFixed(1)} p99 ${m.latency.p99.toFixed(1)} ms ${JSON.stringify(m.errors)} ${m.extra ?? ""} waits: ${waits}`);
       }
     }
     await new Promise((resolve) => setTimeout(resolve, 1500)); // let backends flush table statistics

@@ -75,6 +75,8 @@ async function benchServer(server: Server, target: string, options: Options, res
         poolFor,
         durationMs: options.phaseMs,
         baselineMs: options.baselineMs,
+        // 500 connections x 6 lifecycles would take longer than the phases themselves.
+        warmRounds: embedded ? 2 : options.warmRounds,
       });
     }
     // The embedded server is there for 500 real connections: routing only.
@@ -105,9 +107,10 @@ async function benchServer(server: Server, target: string, options: Options, res
           target,
           durationMs: options.phaseMs,
           concurrency: 500,
-          poolSizes: [...new Set([4, 8, 16, 32, maxPool])].filter((p) => p <= maxPool),
+          poolSizes: [...new Set([8, 16, 32, maxPool])].filter((p) => p <= maxPool),
           pool: poolFor(64),
           experimentConcurrency: 64,
+          warmRounds: options.warmRounds,
         }),
       );
     }
@@ -126,7 +129,7 @@ async function benchServer(server: Server, target: string, options: Options, res
   if (options.suites.has("scale")) {
     log("scale curve");
     await attempt(results, "scale", async () => {
-      results.scale = await runScale(recorder, server, { target, replicas: options.scaleReplicas, concurrency: 64, pool: poolFor(64), durationMs: options.phaseMs, log });
+      results.scale = await runScale(recorder, server, { target, replicas: options.scaleReplicas, concurrency: 64, pool: poolFor(64), durationMs: options.phaseMs, warmRounds: options.warmRounds, log });
     });
   }
 }

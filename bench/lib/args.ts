@@ -15,6 +15,8 @@ export interface Options {
   baselineMs: number;
   concurrencies: number[];
   scaleReplicas: number[];
+  /** Untimed route lifecycles per connection of every new pool (6 gets past PL/pgSQL's custom plans). */
+  warmRounds: number;
   /** Largest data pool on the shared server (500 in-flight requests are multiplexed over it). */
   maxPool: number;
 }
@@ -37,10 +39,11 @@ export function parseArgs(argv: string[]): Options {
     quick,
     targets: { machine: target !== "embedded", embedded: target !== "machine" },
     suites,
-    phaseMs: quick ? 1500 : 8000,
-    baselineMs: quick ? 1000 : 4000,
+    phaseMs: quick ? 1500 : 6000,
+    baselineMs: quick ? 1000 : 3000,
     concurrencies: [1, 16, 64, 500],
     scaleReplicas: quick ? [1000, 10000] : [1000, 10000, 100000],
+    warmRounds: quick ? 2 : 6,
     maxPool: Number(flags.get("max-pool") ?? 64),
   };
 }

@@ -71,6 +71,13 @@ function summary(r: Results): string[] {
     }
     lines.push("");
   }
+  const pools = r.figures.filter((f) => f.suite === "limits" && f.name.startsWith("pool size"));
+  const best = pools.reduce<Figure | undefined>((b, f) => (!b || f.throughput > b.throughput ? f : b), undefined);
+  if (best) {
+    lines.push(
+      `- 500 in flight over pools of ${pools.map((f) => f.pool).join(", ")} connections: best ${best.pool} (${n(best.throughput)} cycles/s, p99 ${n(best.latency.p99)} ms); ${pools.map((f) => `${f.pool}: ${n(f.throughput)}/s`).join(", ")}.`,
+    );
+  }
   const catalog = r.figures.filter((f) => f.suite === "catalog");
   if (catalog.length) lines.push(`- Catalog p99 (32 readers): ${catalog.map((f) => `${f.name} ${n(f.latency.p99)} ms (${n(f.throughput)}/s)`).join("; ")}.`);
   if (r.scale) lines.push(`- Scale ratio, largest/smallest fleet: throughput x${n(r.scale.throughputRatio ?? NaN, 2)}, p99 x${n(r.scale.p99Ratio ?? NaN, 2)}.`);

@@ -16,7 +16,8 @@ import { Registry } from "../../src/registry/registry.js";
 
 export const MACHINE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 const ROLE_PASSWORD = "aip-bench-password";
-const LOGIN_ROLES = { aip_bench_data: "aip_registry_data", aip_bench_control: "aip_registry_control" } as const;
+// Names of our own: other tools on a shared server create and drop their own login roles.
+const LOGIN_ROLES = { aip_bench_login_data: "aip_registry_data", aip_bench_login_control: "aip_registry_control" } as const;
 
 export interface Server {
   label: string;
@@ -152,8 +153,8 @@ export async function freshDatabase(server: Server, name: string): Promise<Bench
     // A managed server may not let us create roles: the functions run as the owner either way.
     ownerFallback = true;
   }
-  const dataUrl = ownerFallback ? ownerUrl : urlFor(server.adminUrl, name, "aip_bench_data", ROLE_PASSWORD);
-  const controlUrl = ownerFallback ? ownerUrl : urlFor(server.adminUrl, name, "aip_bench_control", ROLE_PASSWORD);
+  const dataUrl = ownerFallback ? ownerUrl : urlFor(server.adminUrl, name, "aip_bench_login_data", ROLE_PASSWORD);
+  const controlUrl = ownerFallback ? ownerUrl : urlFor(server.adminUrl, name, "aip_bench_login_control", ROLE_PASSWORD);
   const control = createPgPool(controlUrl, { max: 2, applicationName: "aip-bench-control", statementTimeoutMs: 600_000 });
   const open = new Set<pg.Pool>();
   return {

@@ -16,7 +16,7 @@ import { newActionId, UnexpectedOutcome } from "./routing.js";
 const LEASE_MS = 300_000;
 export const NOISY_TENANT_LIMIT = 32;
 
-async function publishContentionFleets(registry: Registry): Promise<void> {
+export async function publishContentionFleets(registry: Registry): Promise<void> {
   const replicas = [
     replica("crepl_hot_a", "cinst_hot", "cver_hot_1", { capacity: 1000 }),
     replica("crepl_hot_b", "cinst_hot", "cver_hot_1", { capacity: 1000, zone: "eu-west-1b" }),
@@ -48,7 +48,7 @@ async function publishContentionFleets(registry: Registry): Promise<void> {
 }
 
 /** Resolve a new action for `tenant`, optionally hold it (simulated dispatch), settle it. */
-async function cycle(registry: Registry, tenant: string, capability: string, holdMs = 0): Promise<void> {
+export async function cycle(registry: Registry, tenant: string, capability: string, holdMs = 0): Promise<void> {
   const actionId = newActionId(tenant);
   const result = await registry.resolveRoute(actionId, tenant, capability);
   if (result.outcome !== "created") throw new UnexpectedOutcome(`resolve returned ${result.outcome}`);

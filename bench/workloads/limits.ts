@@ -22,6 +22,7 @@ export interface LimitsPlan {
   /** Pool for the single-tenant and commit experiments (the routing suite's at this concurrency). */
   pool: number;
   experimentConcurrency: number;
+  warmRounds: number;
 }
 
 async function withRoleSetting<T>(db: BenchDatabase, setting: string, fn: () => Promise<T>): Promise<T | null> {
@@ -42,7 +43,7 @@ export async function runLimits(recorder: Recorder, db: BenchDatabase, l: Layout
   const measure = async (name: string, concurrency: number, pool: number, layout: Layout, label: string) => {
     const handle = await db.registry(pool);
     try {
-      await warmUp(handle.registry, l, pool);
+      await warmUp(handle.registry, l, pool, plan.warmRounds);
       await recorder.measure(
         db,
         plan.target,

@@ -18,7 +18,7 @@ export interface ScalePoint {
 export async function runScale(
   recorder: Recorder,
   server: Server,
-  plan: { target: string; replicas: number[]; concurrency: number; pool: number; durationMs: number; log: (line: string) => void },
+  plan: { target: string; replicas: number[]; concurrency: number; pool: number; durationMs: number; warmRounds: number; log: (line: string) => void },
 ): Promise<{ points: ScalePoint[]; throughputRatio: number | null; p99Ratio: number | null }> {
   const points: ScalePoint[] = [];
   for (const replicas of plan.replicas) {
@@ -29,7 +29,7 @@ export async function runScale(
       plan.log(`  seeded ${replicas} replicas / ${seed.layout.bindings} bindings in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`);
       const { registry } = await db.registry(plan.pool);
       // closePools (below) closes this pool with the database.
-      await warmUp(registry, seed.layout, plan.pool);
+      await warmUp(registry, seed.layout, plan.pool, plan.warmRounds);
       const cycle = await recorder.measure(
         db,
         plan.target,
