@@ -82,6 +82,17 @@ describe("schema gate", () => {
   });
 });
 
+describe.each(TRANSPORTS)("database unavailable (%s)", (transport) => {
+  it("answers 503 storage and /readyz not_ready, without details of the failure", async () => {
+    const missing = `aip_t_${inject("pgServer").runId}_absent`;
+    const api = new Api(workerTarget(workerEnv({ NEON_TRANSPORT: transport, DATABASE_URL: databaseUrlOf(workerEnv().DATABASE_URL as string, missing) }), conformancePrefix("down")));
+    const response = await api.call("GET", "/v1/fleet/status", { token: await api.admin() });
+    expectProblem(response, 503, "storage");
+    expect(response.body.detail).not.toContain(missing);
+    expect((await api.call("GET", "/readyz")).body).toMatchObject({ status: "not_ready" });
+  });
+});
+
 describe("misconfiguration", () => {
   it.each([
     ["no DATABASE_URL", { DATABASE_URL: undefined }],
