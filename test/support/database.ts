@@ -52,7 +52,8 @@ export async function createTestDatabase(options: { dataPoolSize?: number } = {}
     dataPool,
     registry: new Registry({ data: pgExecutor(dataPool), control: pgExecutor(controlPool) }),
     registryWithPool(size: number) {
-      const data = createPgPool(dataUrl, { max: size });
+      // Waiters queue in the pool under load: give them longer than pg's 5 s connect timeout.
+      const data = createPgPool(dataUrl, { max: size, connectionTimeoutMs: 60_000 });
       extraPools.push(data);
       return { registry: new Registry({ data: pgExecutor(data), control: pgExecutor(controlPool) }), pools: [data] };
     },
