@@ -261,37 +261,45 @@ $$;
 
 -- Nesting is bounded (128 levels, serde_json's default recursion limit, which the reference
 -- registry inherits): deeper input is refused as invalid instead of exhausting the server's stack.
+-- A manifest is mostly scalars: they are written inline by aip_canonical_value, and only objects
+-- and arrays recurse (one query each).
 CREATE FUNCTION aip_canonical_json(p jsonb, p_depth integer DEFAULT 1) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
-DECLARE
-  high boolean;
 BEGIN
-  IF p_depth > 128 AND jsonb_typeof(p) IN ('object', 'array') THEN
+  IF jsonb_typeof(p) NOT IN ('object', 'array') THEN
+    RETURN aip_canonical_value(p, p_depth);
+  END IF;
+  IF p_depth > 128 THEN
     PERFORM aip_invalid_field('json', 'must not nest objects and arrays more than 128 levels deep');
   END IF;
-  CASE jsonb_typeof(p)
-    WHEN 'object' THEN
-      -- (A regular expression for "U+E000 and above" would do, but compiling one whose range
-      -- spans the astral planes costs tens of milliseconds in every new session.)
-      SELECT bool_or(octet_length(k) <> length(k)) INTO high FROM jsonb_object_keys(p) AS k;
-      RETURN '{' || coalesce((
-        SELECT string_agg(to_json(e.key)::text || ':' || aip_canonical_json(e.value, p_depth + 1), ','
-                          ORDER BY CASE WHEN high THEN aip_jcs_utf16_key(e.key) ELSE e.key END COLLATE "C")
-        FROM jsonb_each(p) AS e), '') || '}';
-    WHEN 'array' THEN
-      RETURN '[' || coalesce((
-        SELECT string_agg(aip_canonical_json(e.value, p_depth + 1), ',' ORDER BY e.ordinality)
-        FROM jsonb_array_elements(p) WITH ORDINALITY AS e), '') || ']';
-    WHEN 'string' THEN
-      -- PostgreSQL escapes exactly what JCS escapes: quote, backslash, \b \f \n \r \t, and other
-      -- control characters as lowercase \u00xx.
-      RETURN to_json(p #>> '{}')::text;
-    WHEN 'number' THEN
-      RETURN aip_jcs_number((p #>> '{}')::numeric);
-    ELSE
-      RETURN p::text;
-  END CASE;
+  IF jsonb_typeof(p) = 'array' THEN
+    RETURN '[' || coalesce((
+      SELECT string_agg(aip_canonical_value(e.value, p_depth + 1), ',' ORDER BY e.ordinality)
+      FROM jsonb_array_elements(p) WITH ORDINALITY AS e), '') || ']';
+  END IF;
+  -- Members in UTF-16 code unit order. (A regular expression for "a key with a character at or
+  -- above U+E000" would be more precise than "a non-ASCII key", but compiling one whose range
+  -- spans the astral planes costs tens of milliseconds in every new session.)
+  RETURN '{' || coalesce((
+    SELECT string_agg(to_json(e.key)::text || ':' || aip_canonical_value(e.value, p_depth + 1), ','
+                      ORDER BY CASE WHEN h.high THEN aip_jcs_utf16_key(e.key) ELSE e.key END COLLATE "C")
+    FROM jsonb_each(p) AS e,
+         (SELECT bool_or(octet_length(k) <> length(k)) AS high FROM jsonb_object_keys(p) AS k) AS h), '') || '}';
 END
+$$;
+
+-- One value (inlined into the queries above). jsonb writes strings with exactly the escapes JCS
+-- prescribes (quote, backslash, \b \f \n \r \t, other control characters as lowercase \u00xx)
+-- and true, false and null as JCS does; a plain integer of at most 15 digits is already in
+-- ECMAScript form, any other number goes through aip_jcs_number.
+CREATE FUNCTION aip_canonical_value(v jsonb, p_depth integer) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE jsonb_typeof(v)
+    WHEN 'object' THEN aip_canonical_json(v, p_depth)
+    WHEN 'array' THEN aip_canonical_json(v, p_depth)
+    WHEN 'number' THEN CASE WHEN v::text ~ '^-?(0|[1-9][0-9]{0,14})$' THEN v::text ELSE aip_jcs_number(v::text::numeric) END
+    ELSE v::text
+  END
 $$;
 
 CREATE FUNCTION aip_sha256(p_text text) RETURNS text

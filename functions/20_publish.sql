@@ -150,7 +150,11 @@ DECLARE
   v_canonical text;
   v_cap jsonb;
   v_cap_id text;
-  v_defs jsonb := '[]'::jsonb;
+  -- An array variable, not a jsonb array: PL/pgSQL appends to it in place, where appending to
+  -- jsonb would copy every definition so far (quadratic in a 512-capability manifest).
+  v_defs jsonb[] := '{}';
+  v_ids text[] := '{}';
+  v_cap_canonical text;
   v_contract_digest text;
   v_schema_digest text;
   v_def_bytes integer;
@@ -208,21 +212,25 @@ BEGIN
     IF v_cap ? 'description' AND jsonb_typeof(v_cap -> 'description') NOT IN ('string', 'null') THEN
       PERFORM aip_invalid_field('manifest.capabilities[' || v_cap_id || '].description', 'must be a string');
     END IF;
-    IF v_defs @> jsonb_build_array(jsonb_build_object('id', v_cap_id)) THEN
+    IF v_cap_id = ANY (v_ids) THEN
       PERFORM aip_invalid_field('manifest.capabilities', format('lists capability `%s` twice', v_cap_id));
     END IF;
-    v_contract_digest := aip_sha256(aip_canonical_json(v_cap));
+    -- The capability is canonicalized once; the definition {capability, contract_digest,
+    -- schema_digest} is that text with its two digests, members already in canonical order.
+    v_cap_canonical := aip_canonical_json(v_cap);
+    v_contract_digest := aip_sha256(v_cap_canonical);
     v_schema_digest := aip_sha256(aip_canonical_json(jsonb_build_object(
       'input', v_cap -> 'input_schema', 'output', coalesce(v_cap -> 'output_schema', 'null'::jsonb))));
-    v_def_bytes := octet_length(aip_canonical_json(jsonb_build_object(
-      'capability', v_cap, 'contract_digest', v_contract_digest, 'schema_digest', v_schema_digest)));
+    v_def_bytes := octet_length('{"capability":' || v_cap_canonical || ',"contract_digest":"' || v_contract_digest
+                                || '","schema_digest":"' || v_schema_digest || '"}');
     IF v_def_bytes > c_max_definition_bytes THEN
       PERFORM aip_fail('admission', format('capability `%s` is %s bytes; limit is %s', v_cap_id, v_def_bytes, c_max_definition_bytes),
                        jsonb_build_object('capability_id', v_cap_id));
     END IF;
-    v_defs := v_defs || jsonb_build_array(jsonb_build_object(
+    v_ids := v_ids || v_cap_id;
+    v_defs := v_defs || jsonb_build_object(
       'id', v_cap_id, 'capability', v_cap, 'contract_digest', v_contract_digest,
-      'schema_digest', v_schema_digest, 'bytes', v_def_bytes));
+      'schema_digest', v_schema_digest, 'bytes', v_def_bytes);
   END LOOP;
 
   -- State checks, under the publication lock. An identical re-put is a no-op (or a status move)
@@ -260,7 +268,7 @@ BEGIN
                      jsonb_build_object('version_id', v_other));
   END IF;
   SELECT d.capability_id INTO v_other
-  FROM jsonb_array_elements(v_defs) e
+  FROM unnest(v_defs) e
   JOIN aip_capability_definitions d ON d.capability_id = e ->> 'id'
   WHERE d.contract_digest <> e ->> 'contract_digest' OR d.capability <> e -> 'capability'
   LIMIT 1;
@@ -272,7 +280,7 @@ BEGIN
   INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest,
                                       manifest, attestation, supply_chain_qualified)
   VALUES (v_id, v_type_id, v_version, coalesce(v_status, 'admitted'), v_artifact_digest, v_manifest_digest, v_manifest, v_attestation, true);
-  FOR v_def IN SELECT e FROM jsonb_array_elements(v_defs) e LOOP
+  FOREACH v_def IN ARRAY v_defs LOOP
     INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
     VALUES (v_def ->> 'id', v_def ->> 'contract_digest', v_def ->> 'schema_digest', v_def -> 'capability',
             (v_def ->> 'bytes')::integer,

@@ -116,9 +116,13 @@ describe("concurrent publishers", () => {
   });
 
   it("apply identical concurrent re-puts once: one batch advances the revision, the others change nothing", async () => {
-    const changes = await batch(PUBLISHERS + 1, 0);
+    // The type is created first and the long admission after it, so that without the
+    // publication lock the other publishers would race to create the same type.
+    const typeId = `ctype_conc_same`;
+    const caps = Array.from({ length: 60 }, (_, i) => `cap:conc.same.${i}`);
+    const changes = [connectorType(typeId), await version("cver_conc_same", typeId, caps)];
     const start = await catalogRevision(db.owner);
-    const results = await Promise.all(Array.from({ length: PUBLISHERS }, () => publish(changes)));
+    const results = await Promise.all(Array.from({ length: 8 }, () => publish(changes)));
     expect(results.filter((r) => r.changed > 0)).toHaveLength(1);
     expect(new Set(results.map((r) => r.catalog_revision))).toEqual(new Set([start + 1]));
     expect(await catalogRevision(db.owner)).toBe(start + 1);
