@@ -17,6 +17,9 @@ DECLARE
   v_threshold integer;
   v_open_ms integer;
 BEGIN
+  IF nullif(btrim(p_tenant_id), '') IS NULL THEN
+    PERFORM aip_invalid_field('tenant_id', 'must be a verified, non-empty tenant');
+  END IF;
   IF p_outcome IS NULL OR p_outcome NOT IN ('completed', 'outcome_unknown', 'cancelled', 'lease_expired') THEN
     PERFORM aip_invalid_field('outcome', 'must be one of completed, outcome_unknown, cancelled, lease_expired');
   END IF;
@@ -26,7 +29,7 @@ BEGIN
   PERFORM aip_lock_action(p_action_id);
   SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id FOR UPDATE;
   -- Another tenant's action is indistinguishable from a missing one.
-  IF NOT FOUND OR a.tenant_id <> p_tenant_id THEN
+  IF NOT FOUND OR a.tenant_id IS DISTINCT FROM p_tenant_id THEN
     PERFORM aip_fail('not-found', format('route for action `%s` was not found', p_action_id),
                      jsonb_build_object('action_id', p_action_id));
   END IF;

@@ -221,8 +221,8 @@ describe("filters", () => {
 
 describe("refusal precedence for a new route", () => {
   it("an empty tenant is invalid before anything else is looked at", async () => {
-    for (const tenant of ["", "   "]) {
-      const refusal = await refused(db.registry.resolveRoute(newAction(), tenant, "cap:does-not-exist"));
+    for (const tenant of [null, "", "   "]) {
+      const refusal = await refused(db.registry.resolveRoute(newAction(), tenant as unknown as string, "cap:does-not-exist"));
       expect(refusal.code).toBe("invalid");
       expect(refusal.extensions.errors).toEqual([expect.objectContaining({ field: "tenant_id" })]);
     }

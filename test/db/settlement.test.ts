@@ -118,6 +118,18 @@ describe("fence", () => {
     await settle(assignment, "completed");
   });
 
+  it("without a verified tenant it is invalid, never a way around tenant isolation", async () => {
+    const fleet = await publishRoutingFleet(db.registry, { prefix: "notenant", tenant: "tenant-notenant", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
+    const assignment = await route(fleet);
+    for (const tenant of [null, "", "  "]) {
+      const refusal = await refused(settle(assignment, "completed", assignment.action_id, tenant as unknown as string));
+      expect(refusal.code).toBe("invalid");
+      expect(refusal.extensions.errors).toEqual([expect.objectContaining({ field: "tenant_id" })]);
+    }
+    expect((await db.registry.getRoute(assignment.action_id, fleet.tenant))?.reserved).toBe(true);
+    await settle(assignment, "completed");
+  });
+
   it("refuses an unknown outcome", async () => {
     const fleet = await publishRoutingFleet(db.registry, { prefix: "outcome", tenant: "tenant-outcome", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
     const assignment = await route(fleet);
