@@ -123,7 +123,7 @@ BEGIN
     v_status := aip_read_enum(a, v_field, ARRAY['not_evaluated', 'passed', 'failed']);
     IF v_status <> 'passed' THEN
       PERFORM aip_fail('admission', format('%s evidence did not pass admission (%s)', v_field, v_status),
-                       jsonb_build_object('field', 'attestation.' || v_field, 'status', v_status));
+                       jsonb_build_object('field', 'attestation.' || v_field, 'check_status', v_status));
     END IF;
   END LOOP;
   RETURN a ->> 'artifact_digest';

@@ -6,6 +6,9 @@ import { PROBLEM_STATUS, PROBLEM_TITLES, RegistryError, type ProblemCode } from 
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
 
+/** RFC 9457's members and ours: an extension member (from a function's DETAIL) never replaces them. */
+const STANDARD_MEMBERS = new Set(["type", "title", "status", "detail", "instance", "code", "request_id"]);
+
 export function problemBody(c: Context, error: RegistryError): Record<string, unknown> {
   return {
     type: `https://aip.dev/problems/${error.code}`,
@@ -14,7 +17,7 @@ export function problemBody(c: Context, error: RegistryError): Record<string, un
     detail: error.message,
     code: error.code,
     request_id: c.get("requestId" as never) as string | undefined,
-    ...error.extensions,
+    ...Object.fromEntries(Object.entries(error.extensions).filter(([name]) => !STANDARD_MEMBERS.has(name))),
   };
 }
 

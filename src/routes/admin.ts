@@ -53,7 +53,16 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       security: bearer,
       middleware: admin,
       request: {
-        query: z.object({ tenant_id: Id(), cursor: z.string().max(2048).optional(), limit: z.coerce.number().int().optional() }),
+        query: z.object({
+          tenant_id: Id(),
+          cursor: z.string().max(2048).optional().openapi({ description: "`next_cursor` of the previous page." }),
+          limit: z.coerce
+            .number()
+            .int()
+            .optional()
+            .transform((limit) => (limit === undefined ? undefined : Math.min(Math.max(limit, 1), 1000)))
+            .openapi({ description: "Clamped to [1, 1000]; default 100." }),
+        }),
       },
       responses: {
         200: json(z.object({ tenant_id: z.string(), bindings: z.array(AnyRecord), next_cursor: z.string().nullable() }), "A page of bindings"),
@@ -103,6 +112,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       path: "/v1/admin/{kind}/{id}",
       tags: ["admin"],
       summary: "Read one registry record",
+      description: "Identifiers may contain any character; percent-encode them in the path (`/` as `%2F`).",
       security: bearer,
       middleware: admin,
       request: {

@@ -53,7 +53,7 @@ describe("supply-chain evidence", () => {
     async (field) => {
       for (const status of ["failed", "not_evaluated"]) {
         const error = await refuse(await fresh({ attestation: attestation(OWNER, { [field]: status }) }), "admission", new RegExp(field));
-        expect(error.extensions).toMatchObject({ field: `attestation.${field}`, status });
+        expect(error.extensions).toMatchObject({ field: `attestation.${field}`, check_status: status });
       }
       await refuse(await fresh({ attestation: attestation(OWNER, { [field]: "PASSED" }) }), "invalid", new RegExp(field));
     },

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";
 
@@ -118,6 +118,15 @@ describe("GET /v1/admin/bindings", () => {
     expect(seen).toEqual([...CAPABILITIES].sort());
   });
 
+  it("clamps the page size to [1, 1000]", async () => {
+    const smallest = (await (await get(`/v1/admin/bindings?tenant_id=${TENANT}&limit=0`)).json()) as { bindings: unknown[]; next_cursor: string | null };
+    expect(smallest.bindings).toHaveLength(1);
+    expect(smallest.next_cursor).not.toBeNull();
+    const largest = (await (await get(`/v1/admin/bindings?tenant_id=${TENANT}&limit=99999999999`)).json()) as { bindings: unknown[]; next_cursor: string | null };
+    expect(largest).toMatchObject({ bindings: expect.any(Array), next_cursor: null });
+    expect(largest.bindings).toHaveLength(CAPABILITIES.length);
+  });
+
   it("answers an empty page for a tenant without bindings", async () => {
     const response = await get("/v1/admin/bindings?tenant_id=tenant-nobody");
     expect(await response.json()).toEqual({ tenant_id: "tenant-nobody", bindings: [], next_cursor: null });
@@ -185,7 +194,13 @@ describe("POST /v1/admin/publications", () => {
       body: { changes: [{ ...(await version("cver_admin_bad", TYPE, ["cap:admin/a"])), manifest_digest: `sha256:${"0".repeat(64)}` }] },
     });
     expect(refused.status).toBe(422);
-    expect(await refused.json()).toMatchObject({ code: "admission", change_index: 0 });
+    expect(await refused.json()).toMatchObject({ code: "admission", status: 422, change_index: 0 });
+    const failed = await api.call("POST", "/v1/admin/publications", {
+      token: admin,
+      body: { changes: [await version("cver_admin_failed", TYPE, ["cap:admin/a"], { attestation: attestation("org:acme", { license_policy_status: "failed" }) })] },
+    });
+    // The function's extension members never replace the problem's own (status stays the HTTP status).
+    expect(await failed.json()).toMatchObject({ code: "admission", status: 422, field: "attestation.license_policy_status", check_status: "failed" });
     const missing = await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [instance("cinst_admin_x", TYPE, "cver_missing", TENANT)] } });
     expect(missing.status).toBe(404);
     expect(await missing.json()).toMatchObject({ code: "not-found", version_id: "cver_missing" });
