@@ -174,7 +174,9 @@ BEGIN
 
   -- Lock the best eligible replica. Replica state moves without the publication lock, so the
   -- lock re-checks aip_replica_routable on the row's latest version (EvalPlanQual); a row that
-  -- fails it is passed over. Only the ordering keys may be a snapshot old.
+  -- fails it is passed over (it stays locked until commit, which delays no one for long: only a
+  -- snapshot taken before it became ineligible still wants it). Only the ordering keys may be a
+  -- snapshot old.
   FOR v_attempt IN 1 .. c_max_attempts LOOP
     -- The best one nobody else is routing to right now: never waits.
     SELECT rl.* INTO r

@@ -121,11 +121,13 @@ export const RouteAssignment = z
     credential_revision_ref: z.string().nullable(),
     quota_policy_ref: z.string().nullable(),
     replica_health_revision: z.number().int(),
-    fence_token: z.string(),
-    admission: AdmissionSnapshot,
+    fence_token: z.string().openapi({ description: "`route_` + UUIDv7: unique to this route; settlement must present it with the rest of the record." }),
+    admission: AdmissionSnapshot.openapi({ description: "The admission policy pinned at creation: retries reserve these scopes (plus `retry_scope`) under these limits." }),
     assigned_at: Timestamp,
   })
-  .openapi("RouteAssignment");
+  .openapi("RouteAssignment", {
+    description: "An action's durable, pinned route: never changes once created, and is kept after settlement as evidence.",
+  });
 export type RouteAssignment = z.infer<typeof RouteAssignment>;
 
 export const ResolveRequest = z

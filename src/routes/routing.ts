@@ -11,6 +11,17 @@ import { bearer, json, jsonBody, pathId, problems } from "./common.js";
 
 const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70") });
 
+const RouteOutcomeHeader = {
+  "AIP-Route-Outcome": {
+    description: "`created` (a new route), `existing` (the route is still reserved: returned as is) or `reacquired` (a retry after settlement took the same replica again)",
+    schema: { type: "string" as const, enum: ["created", "existing", "reacquired"] },
+  },
+};
+const RouteStateHeaders = {
+  "AIP-Route-Reserved": { description: "`true` while the route holds its reservation", schema: { type: "string" as const, enum: ["true", "false"] } },
+  "AIP-Last-Settlement": { description: "The last settlement outcome, when the route is released", schema: { type: "string" as const } },
+};
+
 export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
   app.openapi(
     createRoute({
@@ -19,15 +30,19 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       tags: ["routes"],
       summary: "Resolve an action to its durable route",
       description:
-        "Creates the action's route (201) or returns the existing one (200). A retry after settlement reacquires the same " +
-        "replica under the pinned admission scopes plus the tenant retry budget, or fails: a route never moves. " +
-        "`AIP-Route-Outcome` says which of created, existing or reacquired happened.",
+        "Creates the action's route (201) or returns the existing one (200), byte for byte the same record. A retry after " +
+        "settlement reacquires the same replica under the pinned admission scopes plus the tenant retry budget, or fails: " +
+        "a route never moves to another replica or instance. `AIP-Route-Outcome` says which of created, existing or " +
+        "reacquired happened. Refusals: `binding-unavailable` (no enabled binding chain), `replica-unavailable` (503 with " +
+        "`Retry-After`: no eligible replica, or the pinned one cannot serve again), `admission` (the binding's policy is " +
+        "disabled), `capacity-exceeded` (429 with `Retry-After`, `scope` and `retry_after_ms`), `conflict` (the action " +
+        "exists under another capability or tenant).",
       security: bearer,
       middleware: [requireScope("routes:write")],
       request: { params: ActionParams, body: jsonBody(ResolveRequest) },
       responses: {
-        200: json(RouteAssignment, "The existing (or reacquired) route"),
-        201: json(RouteAssignment, "A new route"),
+        200: { ...json(RouteAssignment, "The existing (or reacquired) route"), headers: RouteOutcomeHeader },
+        201: { ...json(RouteAssignment, "A new route"), headers: RouteOutcomeHeader },
         ...problems("binding-unavailable", "conflict", "admission", "capacity-exceeded", "replica-unavailable"),
       },
     }),
@@ -51,7 +66,7 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       security: bearer,
       middleware: [requireScope("routes:read", "routes:write")],
       request: { params: ActionParams },
-      responses: { 200: json(RouteAssignment, "The pinned route"), ...problems("not-found") },
+      responses: { 200: { ...json(RouteAssignment, "The pinned route"), headers: RouteStateHeaders }, ...problems("not-found") },
     }),
     async (c) => {
       const tenant = requireTenant(c);
@@ -71,8 +86,11 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       tags: ["routes"],
       summary: "Settle an action's reservation",
       description:
-        "Present the route exactly as received. Releases every reserved counter and the replica slot once; a repeat " +
-        "returns `released: false`. `completed` closes the replica circuit, `outcome_unknown` counts toward opening it.",
+        "Present the route exactly as received: any difference from the pinned record (fence token, admission snapshot, " +
+        "an extra or missing member) is `fence-lost`. Releases every reserved counter and the replica slot once; a repeat " +
+        "returns `released: false` and changes nothing. `completed` closes the replica circuit and resets its failure " +
+        "count, `outcome_unknown` counts toward the pinned threshold and opens the circuit for the pinned window, " +
+        "`cancelled` and `lease_expired` leave the circuit alone. Another tenant's action is `not-found`.",
       security: bearer,
       middleware: [requireScope("routes:write")],
       request: { params: ActionParams, body: jsonBody(SettlementRequest) },
