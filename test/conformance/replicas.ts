@@ -19,7 +19,7 @@ export function replicaConformance(api: Api): void {
     });
 
     it("register: a provisioned replica becomes ready with a lease; an exact replay answers the same", async () => {
-      const request = { request_id: newId(), lease_ttl_ms: 30_000 };
+      const request = { request_id: newId(), lease_ttl_ms: 120_000 };
       const registered = await api.lifecycle(replicaId, "register", request);
       expect(registered.status, JSON.stringify(registered.body)).toBe(200);
       expect(registered.body).toEqual({ replica_id: replicaId, status: "ready", sequence: expect.any(Number), lease_expires_at: expect.stringMatching(/Z$/) });
@@ -31,7 +31,7 @@ export function replicaConformance(api: Api): void {
     });
 
     it("heartbeat extends the lease under the sequence fence; a stale sequence is a conflict", async () => {
-      const beat = await api.lifecycle(replicaId, "heartbeat", { request_id: newId(), previous_sequence: sequence, lease_ttl_ms: 30_000 });
+      const beat = await api.lifecycle(replicaId, "heartbeat", { request_id: newId(), previous_sequence: sequence, lease_ttl_ms: 120_000 });
       expect(beat.status).toBe(200);
       expect(beat.body).toMatchObject({ status: "ready", sequence: sequence + 1 });
       expectProblem(await api.lifecycle(replicaId, "heartbeat", { request_id: newId(), previous_sequence: sequence }), 409, "conflict");

@@ -137,7 +137,7 @@ export async function smallFleet(
 }
 
 /** Publishes the fleet and registers every replica (lease `leaseTtlMs`). */
-export async function publishFleet(api: Api, fleet: SmallFleet, leaseTtlMs = 60_000): Promise<{ revision: number; sequences: Record<string, number> }> {
+export async function publishFleet(api: Api, fleet: SmallFleet, leaseTtlMs = 300_000): Promise<{ revision: number; sequences: Record<string, number> }> {
   const result = await api.publish(fleet.changes);
   const sequences: Record<string, number> = {};
   for (const replicaId of Object.values(fleet.replicas)) {

@@ -8,7 +8,7 @@
 import { SELF, createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import worker from "../../src/worker.js";
-import { untilLeaseExpired } from "../conformance/fleet.js";
+import { letLeaseExpire } from "../conformance/fleet.js";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, expectProblem, publishFleet, smallFleet } from "../conformance/target.js";
 import { connectorType } from "../support/fleet.js";
@@ -115,11 +115,11 @@ describe.each(TRANSPORTS)("scheduled lease maintenance (%s)", (transport) => {
   it("marks an expired lease offline and releases its route", async () => {
     const tenant = `${api.prefix}-tenant`;
     const fleet = await smallFleet(api.prefix, { tenants: [tenant] });
-    await publishFleet(api, fleet, 1000);
     const replicaId = fleet.replicas[tenant] as string;
+    const { sequences } = await publishFleet(api, fleet);
     const token = await api.tenant(tenant);
     expect((await api.call("PUT", `/v1/routes/act_${api.prefix}`, { token, body: { capability_id: fleet.capabilities[0] } })).status).toBe(201);
-    await untilLeaseExpired(api, replicaId);
+    await letLeaseExpire(api, replicaId, sequences[replicaId] as number);
 
     const ctx = createExecutionContext();
     await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "* * * * *" }), bindings, ctx);
