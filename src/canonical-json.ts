@@ -4,13 +4,18 @@
  * digest in SQL (functions/00_support.sql); test/unit/canonical-json.test.ts keeps both in step.
  */
 export function canonicalJson(value: unknown): string {
+  // What JSON.stringify would send is what gets canonicalized: toJSON() first (a Date becomes its
+  // ISO string), undefined array elements become null, undefined members are left out.
+  if (value !== null && typeof value === "object" && typeof (value as { toJSON?: unknown }).toJSON === "function") {
+    return canonicalJson((value as { toJSON: () => unknown }).toJSON());
+  }
   if (value === null || typeof value === "boolean" || typeof value === "string") return JSON.stringify(value);
   if (typeof value === "number") {
     if (!Number.isFinite(value)) throw new TypeError("canonical JSON cannot represent a non-finite number");
     // ECMAScript number serialization is exactly what JCS prescribes; -0 serializes as 0.
     return JSON.stringify(value);
   }
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item === undefined ? null : item)).join(",")}]`;
   if (typeof value === "object") {
     const record = value as Record<string, unknown>;
     // Default string ordering compares UTF-16 code units, which is JCS's member order.

@@ -68,6 +68,13 @@ describe("canonical JSON", () => {
     expect(await sqlCanonical(JSON.stringify(value))).toBe(expected);
   });
 
+  it("serializes what JSON.stringify would send, like the reference: toJSON, undefined elements and members", () => {
+    const value = { at: new Date(Date.UTC(2026, 0, 2, 3, 4, 5, 6)), list: [1, undefined, 2], gone: undefined };
+    expect(canonicalJson(value)).toBe(canonicalize(value));
+    expect(canonicalJson(value)).toBe('{"at":"2026-01-02T03:04:05.006Z","list":[1,null,2]}');
+    expect(() => canonicalJson({ n: Number.NaN })).toThrow(TypeError);
+  });
+
   it.each([
     ["1.0"], ["1E2"], ["-0"], ["-0.0"], ["0.10"], ["1e-7"], ["0.000001"], ["100000000000000000000000"], ["1e23"],
     ["12345678901234567890123"], ["0.1000000000000000055511151231257827"], ["9007199254740993"], ["4.35"], ["1e21"], ["999999999999999999999"],
