@@ -36,6 +36,24 @@ export type InvariantReport = z.infer<typeof S.InvariantReport>;
 export type AdminRecordKind = "connector-types" | "versions" | "instances" | "replicas" | "admission-policies";
 export type RouteOutcome = "created" | "existing" | "reacquired";
 
+/** Per-region fleet counts (GET /v1/fleet/regions). */
+export interface FleetRegion {
+  region: string;
+  replicas: number;
+  ready: number;
+  draining: number;
+  offline: number;
+  expired: number;
+  open_circuits: number;
+  ready_capacity: number;
+  active_assignments: number;
+}
+
+export interface FleetRegions {
+  regions: FleetRegion[];
+  observed_at: string;
+}
+
 export interface Readiness {
   status: "ready" | "not_ready";
   reason?: string;
@@ -214,6 +232,10 @@ export class RegistryClient {
   // Fleet ---------------------------------------------------------------------------------------
   async fleetStatus(): Promise<FleetStatus> {
     return this.json("GET", "/v1/fleet/status");
+  }
+
+  async fleetRegions(limit?: number): Promise<FleetRegions> {
+    return this.json("GET", "/v1/fleet/regions", { query: { limit } });
   }
 
   async expireLeases(limit?: number): Promise<LeaseExpiryResult> {

@@ -7,7 +7,17 @@
  *   reachable from where the operator is (doctor on a broken deployment, CI pipelines next to
  *   the database). It cannot share an embedded PGlite directory with a running server.
  */
-import { RegistryClient, type AdminRecordKind, type Change, type FleetStatus, type InvariantReport, type PublicationResult, type Readiness } from "../client.js";
+import {
+  RegistryClient,
+  RegistryProblem,
+  type AdminRecordKind,
+  type Change,
+  type FleetRegion,
+  type FleetStatus,
+  type InvariantReport,
+  type PublicationResult,
+  type Readiness,
+} from "../client.js";
 import type { RecordKind } from "../registry/registry.js";
 import type { Change as ChangeRecord } from "../schemas.js";
 import { RegistryUnreachable } from "./errors.js";
@@ -21,6 +31,8 @@ export interface Backend {
   /** Every binding of a tenant (all pages). */
   bindings(tenantId: string): Promise<Record<string, unknown>[]>;
   fleetStatus(): Promise<FleetStatus>;
+  /** Per-region counts, or null when this registry does not report regions. */
+  fleetRegions(): Promise<FleetRegion[] | null>;
   checkInvariants(): Promise<InvariantReport>;
   expireLeases(limit: number): Promise<{ expired: number; released: number }>;
   close(): Promise<void>;
@@ -60,6 +72,14 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
       return all;
     },
     fleetStatus: () => client.fleetStatus(),
+    fleetRegions: () =>
+      client.fleetRegions().then(
+        (answer) => answer.regions,
+        (error: unknown) => {
+          if (error instanceof RegistryProblem && error.is("not-found")) return null;
+          throw error;
+        },
+      ),
     checkInvariants: () => client.checkInvariants(),
     expireLeases: (limit) => client.expireLeases(limit),
     close: async () => {},

@@ -2,24 +2,11 @@
  * The fleet commands: `status` (the fleet status as tables), `doctor` (readiness, the invariant
  * checker and fleet warnings; non-zero when something is wrong) and `expire-leases`.
  */
-import type { FleetStatus } from "../client.js";
+import type { FleetRegion, FleetStatus } from "../client.js";
 import { EXIT, UsageError, str, withBackend, type CommandContext } from "./context.js";
 import { percent, table } from "./table.js";
 
-/** Per-region aggregates, when the registry's fleet status reports them. */
-interface RegionStatus {
-  region: string;
-  replicas: number;
-  ready: number;
-  draining: number;
-  offline: number;
-  expired: number;
-  open_circuits: number;
-  ready_capacity: number;
-  active_assignments: number;
-}
-
-export function renderStatus(status: FleetStatus, target: string): string {
+export function renderStatus(status: FleetStatus, regions: FleetRegion[] | null, target: string): string {
   const sections = [
     `Fleet status of ${target} at ${status.observed_at}`,
     table(
@@ -32,8 +19,7 @@ export function renderStatus(status: FleetStatus, target: string): string {
     ),
     table(["READY CAPACITY", "RESERVED", "USED"], [[status.ready_capacity, status.active_assignments, percent(status.active_assignments, status.ready_capacity)]]),
   ];
-  const regions = (status as FleetStatus & { regions?: RegionStatus[] }).regions;
-  if (Array.isArray(regions) && regions.length) {
+  if (regions?.length) {
     sections.push(
       table(
         ["REGION", "REPLICAS", "READY", "DRAINING", "OFFLINE", "EXPIRED", "OPEN CIRCUITS", "RESERVED", "READY CAPACITY"],
@@ -46,8 +32,8 @@ export function renderStatus(status: FleetStatus, target: string): string {
 
 export async function status(ctx: CommandContext): Promise<number> {
   return withBackend(ctx, ["fleet:read"], async (backend) => {
-    const fleet = await backend.fleetStatus();
-    ctx.io.out(ctx.values.json === true ? JSON.stringify(fleet, null, 2) : renderStatus(fleet, backend.target));
+    const [fleet, regions] = await Promise.all([backend.fleetStatus(), backend.fleetRegions()]);
+    ctx.io.out(ctx.values.json === true ? JSON.stringify(regions ? { ...fleet, regions } : fleet, null, 2) : renderStatus(fleet, regions, backend.target));
     return EXIT.ok;
   });
 }

@@ -77,7 +77,7 @@ function segment(cls, value, total, label) {
   return span;
 }
 
-function render(s) {
+function render(s, regions) {
   var total = s.replicas;
   setText("m-replicas", total);
   setText("m-ready", s.ready_replicas);
@@ -108,7 +108,6 @@ function render(s) {
   setText("c-versions", s.active_versions);
   setText("c-instances", s.enabled_instances);
 
-  var regions = Array.isArray(s.regions) ? s.regions : null;
   $("regions").hidden = !regions;
   $("regions-missing").hidden = !!regions;
   if (regions) {
@@ -140,13 +139,19 @@ async function refresh() {
     return;
   }
   try {
-    var response = await fetch("v1/fleet/status", { headers: { authorization: "Bearer " + token }, cache: "no-store" });
+    var init = { headers: { authorization: "Bearer " + token }, cache: "no-store" };
+    var answers = await Promise.all([
+      fetch("v1/fleet/status", init),
+      // Per-region counts; a registry without the endpoint answers 404 and the page says so.
+      fetch("v1/fleet/regions", init).catch(function () { return null; })]);
+    var response = answers[0];
     var body = await response.json().catch(function () { return null; });
     if (!response.ok) {
       setState("error", (response.status === 401 || response.status === 403 ? "Token refused: " : "Registry error: ") + problemText(body, response.status));
       return;
     }
-    render(body);
+    var regionAnswer = answers[1] && answers[1].ok ? await answers[1].json().catch(function () { return null; }) : null;
+    render(body, regionAnswer && Array.isArray(regionAnswer.regions) ? regionAnswer.regions : null);
     setState("ok", "Live · revision " + body.catalog_revision + " · refreshed " + new Date().toLocaleTimeString());
   } catch (error) {
     setState("error", "Registry unreachable");
@@ -229,7 +234,7 @@ export function dashboardPage(nonce: string): string {
       <thead><tr><th>Region</th><th>Replicas</th><th>Ready</th><th>Draining</th><th>Offline</th><th>Expired</th><th>Open circuits</th><th>Reserved / ready capacity</th></tr></thead>
       <tbody id="regions-body"></tbody>
     </table>
-    <p class="note" id="regions-missing">This registry's fleet status does not report regions.</p>
+    <p class="note" id="regions-missing">This registry does not report regions (GET /v1/fleet/regions).</p>
   </section>
   <section class="card" aria-labelledby="h-catalog">
     <h2 id="h-catalog">Catalog</h2>

@@ -16,6 +16,7 @@ export function registerDashboardRoute(app: OpenAPIHono<AppEnv>): void {
     createRoute({
       method: "get",
       path: "/dashboard",
+      operationId: "dashboard",
       tags: ["operations"],
       summary: "Fleet dashboard (HTML)",
       description:

@@ -20,6 +20,7 @@ export function registerMetricsRoute(
     createRoute({
       method: "get",
       path: "/metrics",
+      operationId: "metrics",
       tags: ["operations"],
       summary: "Prometheus metrics (Node server)",
       description:

@@ -171,8 +171,9 @@ describe("/docs", () => {
       (url) => url.origin !== new URL(server.url).origin,
       (route) => (route.request().url().startsWith(SCALAR_CDN) ? route.fulfill({ body: bundle, contentType: "text/javascript" }) : route.abort()),
     );
-    const documentFetched = page.waitForResponse((response) => response.url() === `${server.url}/openapi.json` && response.status() === 200);
-    await page.goto(`${server.url}/docs`);
+    const documentFetched = page.waitForResponse((response) => response.url() === `${server.url}/openapi.json` && response.status() === 200, { timeout: 60_000 });
+    // The bundle is 5 MB of script: wait for the document, then for what it renders.
+    await page.goto(`${server.url}/docs`, { waitUntil: "domcontentloaded", timeout: 60_000 });
     await documentFetched;
     expect(await page.title()).toBe("AIP registry API");
     const visible = (text: string) => () => page.getByText(text, { exact: true }).first().isVisible();
