@@ -32,8 +32,19 @@ export function createPgPool(connectionString: string, options: PgPoolOptions = 
 export function pgExecutor(pool: pg.Pool): SqlExecutor {
   return {
     async query<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
-      const result = await pool.query<R>(text, params as unknown[]);
-      return result.rows;
+      // Not pool.query(): pg-pool destroys the connection after ANY query error, and every
+      // refusal the registry raises in SQL (400, 409, 429 ...) is a query error. A server-reported
+      // error leaves the session healthy; only other failures may have broken it.
+      const client = await pool.connect();
+      let broken: Error | undefined;
+      try {
+        return (await client.query<R>(text, params as unknown[])).rows;
+      } catch (error) {
+        if (!(error instanceof pg.DatabaseError)) broken = error as Error;
+        throw error;
+      } finally {
+        client.release(broken);
+      }
     },
   };
 }
