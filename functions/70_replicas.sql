@@ -96,7 +96,7 @@ BEGIN
       IF NOT v_live THEN
         -- An expired lease is never revived: maintenance may be releasing its routes right now.
         PERFORM aip_fail('conflict', format('replica `%s` has no live lease: register again', p_replica_id),
-                         jsonb_build_object('replica_id', p_replica_id, 'status', r.status, 'sequence', r.health_revision));
+                         jsonb_build_object('replica_id', p_replica_id, 'replica_status', r.status, 'sequence', r.health_revision));
       END IF;
       v_status := CASE WHEN p_operation = 'drain' THEN 'draining' ELSE r.status END;
       v_lease := v_now + v_ttl_ms * interval '1 millisecond';
