@@ -49,14 +49,65 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
     'circuit_open_ms', p.circuit_open_ms)
 $$;
 
+-- The admission snapshot a new route through (tenant, capability, instance) pins: the binding's
+-- policy, or the implicit default when the binding names none. A missing policy is not-found, a
+-- disabled one is refused (admission).
+CREATE FUNCTION aip_new_route_admission(
+  p_tenant_id text, p_capability_id text, p_instance_id text, p_type_id text, p_policy_ref text)
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_policy aip_admission_policies;
+BEGIN
+  IF p_policy_ref IS NULL THEN
+    v_policy := aip_default_admission_policy();
+  ELSE
+    SELECT * INTO v_policy FROM aip_admission_policies WHERE policy_ref = p_policy_ref;
+    IF NOT FOUND THEN
+      PERFORM aip_fail('not-found', format('admission policy `%s` was not found', p_policy_ref),
+                       jsonb_build_object('policy_ref', p_policy_ref));
+    END IF;
+    IF NOT v_policy.enabled THEN
+      PERFORM aip_fail('admission', format('admission policy `%s` is disabled', p_policy_ref),
+                       jsonb_build_object('policy_ref', p_policy_ref));
+    END IF;
+  END IF;
+  RETURN aip_admission_snapshot(v_policy, p_policy_ref, p_tenant_id, p_type_id, p_instance_id,
+                                aip_binding_scope_key(p_tenant_id, p_capability_id, p_instance_id));
+END
+$$;
+
+-- The first of the scopes (in their rank order) already at its limit in the latest committed
+-- state, or NULL. A plain read: no counter row is locked or waited for. Only committed
+-- reservations can make it refuse, so a request racing a release is refused as if it had arrived
+-- a moment earlier.
+CREATE FUNCTION aip_exhausted_scope(p_scopes jsonb) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT x.e
+  FROM jsonb_array_elements(p_scopes) WITH ORDINALITY AS x(e, n)
+  JOIN aip_admission_counters c ON c.scope_kind = x.e ->> 'kind' AND c.scope_key = x.e ->> 'key'
+  WHERE c.active >= (x.e ->> 'limit')::integer
+  ORDER BY x.n
+  LIMIT 1
+$$;
+
 -- Reserve one slot in each scope, in the given (rank) order. Returns NULL on success, or the first
 -- exhausted scope; the caller then raises, which rolls back every increment made here.
+--
+-- A scope already at its limit refuses at once (aip_exhausted_scope), without queueing on its
+-- counter row: a tenant at its limit is exactly when that row is busiest, and each refused
+-- request would otherwise wait out every admitted one's commit. Admission itself happens under
+-- the row lock with `active < limit`, re-checked on the latest version, so nothing is ever
+-- over-admitted.
 CREATE FUNCTION aip_reserve_scopes(p_scopes jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
   s jsonb;
   v_limit integer;
 BEGIN
+  s := aip_exhausted_scope(p_scopes);
+  IF s IS NOT NULL THEN
+    RETURN s;
+  END IF;
   FOR s IN SELECT e FROM jsonb_array_elements(p_scopes) e LOOP
     v_limit := (s ->> 'limit')::integer;
     -- Counters exist after their first use, so the plain update is the common path.

@@ -123,6 +123,8 @@ DECLARE
   v_revision bigint;
   v_first_instance text;
   v_best text;
+  v_best_instance text;
+  v_checked_instance text;
   a aip_route_assignments;
   r aip_connector_replicas;
   v_type_id text;
@@ -130,7 +132,6 @@ DECLARE
   v_policy_revision bigint;
   v_credential_ref text;
   v_quota_ref text;
-  v_policy aip_admission_policies;
   v_admission jsonb;
   v_exhausted jsonb;
 BEGIN
@@ -188,11 +189,25 @@ BEGIN
     FOR UPDATE OF rl SKIP LOCKED;
     EXIT WHEN FOUND;
     -- Nothing unlocked. When nothing is eligible at all, fail now: no retry, no sleep.
-    SELECT c.replica_id INTO v_best
+    SELECT c.replica_id, c.instance_id INTO v_best, v_best_instance
     FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
     ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
     LIMIT 1;
     EXIT WHEN NOT FOUND;
+    -- A refusal that does not depend on which replica is given before queueing for one: a tenant
+    -- at its limit is answered 429 at once instead of waiting in line on its own busy replicas.
+    IF v_best_instance IS DISTINCT FROM v_checked_instance THEN
+      SELECT b.quota_policy_ref, i.type_id INTO v_quota_ref, v_type_id
+      FROM aip_capability_bindings b, aip_connector_instances i
+      WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = v_best_instance
+        AND i.instance_id = v_best_instance;
+      v_exhausted := aip_exhausted_scope(
+        aip_new_route_admission(p_tenant_id, p_capability_id, v_best_instance, v_type_id, v_quota_ref) -> 'scopes');
+      IF v_exhausted IS NOT NULL THEN
+        PERFORM aip_fail_capacity(v_exhausted);
+      END IF;
+      v_checked_instance := v_best_instance;
+    END IF;
     -- Everything eligible is busy: wait for the best row alone (its holder commits in moments).
     -- A waiting statement locks at most this one row, so two resolvers can never each hold a
     -- replica the other waits for. If the row filled up meanwhile, the subtransaction rolls back
@@ -230,22 +245,7 @@ BEGIN
   FROM aip_capability_bindings b, aip_connector_versions v
   WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = r.instance_id
     AND v.version_id = r.version_id;
-
-  IF v_quota_ref IS NULL THEN
-    v_policy := aip_default_admission_policy();
-  ELSE
-    SELECT * INTO v_policy FROM aip_admission_policies WHERE policy_ref = v_quota_ref;
-    IF NOT FOUND THEN
-      PERFORM aip_fail('not-found', format('admission policy `%s` was not found', v_quota_ref),
-                       jsonb_build_object('policy_ref', v_quota_ref));
-    END IF;
-    IF NOT v_policy.enabled THEN
-      PERFORM aip_fail('admission', format('admission policy `%s` is disabled', v_quota_ref),
-                       jsonb_build_object('policy_ref', v_quota_ref));
-    END IF;
-  END IF;
-  v_admission := aip_admission_snapshot(v_policy, v_quota_ref, p_tenant_id, v_type_id, r.instance_id,
-                                        aip_binding_scope_key(p_tenant_id, p_capability_id, r.instance_id));
+  v_admission := aip_new_route_admission(p_tenant_id, p_capability_id, r.instance_id, v_type_id, v_quota_ref);
 
   -- Counters before any write: a refused request (a noisy tenant at its limit) costs no insert.
   v_exhausted := aip_reserve_scopes(v_admission -> 'scopes');

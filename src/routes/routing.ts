@@ -99,8 +99,12 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     async (c) => {
       const tenant = requireTenant(c);
       const { action_id } = c.req.valid("param");
-      const body = c.req.valid("json");
-      return c.json(await registry.settleRoute(action_id, tenant, body.assignment, body.outcome), 200);
+      const { outcome } = c.req.valid("json");
+      // The assignment goes to the fence check exactly as sent: zod's validated copy is rebuilt by
+      // assignment, which would turn a `__proto__` member into a prototype and drop it, and any
+      // difference from the pinned route (an extra member included) must be fence-lost.
+      const { assignment } = (await c.req.json()) as { assignment: unknown };
+      return c.json(await registry.settleRoute(action_id, tenant, assignment, outcome), 200);
     },
   );
 }

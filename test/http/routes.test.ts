@@ -151,6 +151,9 @@ describe("GET and settlement", () => {
     const assignment = await json(await put(actionId, { capability_id: fleet.capability }));
     await problem(await settle(actionId, { assignment: { ...assignment, extra: 1 }, outcome: "completed" }), 409, "fence-lost");
     await problem(await settle(actionId, { assignment: { ...assignment, fence_token: "route_0" }, outcome: "completed" }), 409, "fence-lost");
+    // A `__proto__` member is a member like any other (JSON.parse keeps it; a rebuilt copy would not).
+    const text = JSON.stringify({ assignment, outcome: "completed" }).replace('{"action_id"', '{"__proto__":{"x":1},"action_id"');
+    await problem(await settle(actionId, text), 409, "fence-lost");
     // The path names the action: another action's exact route is not this one's.
     const other = newAction();
     const otherAssignment = await json(await put(other, { capability_id: fleet.capability }));
