@@ -12,7 +12,9 @@
  *
  * Workloads: `cycle` / `resolve` on random routable pairs (`--tenants=1`: all on one tenant);
  * `hot`: cycles on one instance with two replicas; `noisy`: a tenant at its limit (128 in flight
- * over 32 connections) beside a quiet tenant (4 over 4), whose figures are the ones compared.
+ * over 32 connections) beside a quiet tenant (4 over 4), whose figures are the ones compared;
+ * `serial`: cycles one at a time on one session, comparing server CPU and WAL bytes per cycle
+ * (the figures least moved by other load on the machine).
  */
 import { readFile } from "node:fs/promises";
 import type { Registry } from "../src/registry/registry.js";
@@ -22,6 +24,7 @@ import { observe, tableWrites, writesBetween } from "./lib/observe.js";
 import { seedFleet } from "./lib/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
 import { cycle, publishContentionFleets } from "./workloads/contention.js";
+import { backendCpuMs } from "./workloads/cost.js";
 import { resolveNew, settle, warmUp } from "./workloads/routing.js";
 
 const args = new Map(
@@ -61,6 +64,7 @@ function operation(registry: Registry, layout: Layout): () => Promise<void> {
 /** One measured round on one side; pools are opened and closed around it. */
 async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
   if (workload === "noisy") return noisyRound(db);
+  if (workload === "serial") return serialRound(db, layout);
   const handle = await db.registry(pool);
   try {
     await warmUp(handle.registry, layout, pool);
@@ -69,6 +73,23 @@ async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
     const observer = await observe(db.server.adminUrl, db.name);
     const measurement = await closedLoop({ concurrency, durationMs: seconds * 1000 }, op);
     return { ...measurement, waits: (await observer.stop()).waits };
+  } finally {
+    await handle.close();
+  }
+}
+
+async function serialRound(db: BenchDatabase, layout: Layout): Promise<Result> {
+  const handle = await db.registry(1);
+  try {
+    const op = operation(handle.registry, layout);
+    await warmUp(handle.registry, layout, 1);
+    const pid = Number((await handle.pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid);
+    const lsn = async () => BigInt((await handle.pool.query<{ b: string }>("SELECT pg_current_wal_lsn() - '0/0' AS b")).rows[0]?.b ?? 0);
+    const [cpu0, wal0] = [await backendCpuMs(pid), await lsn()];
+    const measurement = await closedLoop({ concurrency: 1, durationMs: seconds * 1000 }, op);
+    const [cpu1, wal1] = [await backendCpuMs(pid), await lsn()];
+    const cpu = cpu0 !== null && cpu1 !== null ? (cpu1 - cpu0) / measurement.ops : NaN;
+    return { ...measurement, waits: {}, extra: `server CPU ${cpu.toFixed(2)} ms/op, WAL ${(Number(wal1 - wal0) / measurement.ops).toFixed(0)} B/op` };
   } finally {
     await handle.close();
   }

@@ -47,7 +47,7 @@ async function benchServer(server: Server, target: string, options: Options, res
     const seed = await db.withOwner((session) => seedFleet(session, REFERENCE_SCALE));
     results.seeds.push({ target, seed });
     log(`  seeded ${seed.rows.replicas} replicas, ${seed.rows.bindings} bindings, ${seed.rows.tenants} tenants in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`);
-    const problems = await db.withOwner(verifySeed);
+    const problems = await db.withOwner((session) => verifySeed(session, seed.layout));
     if (problems.length) throw new Error(`the seeded fleet is inconsistent:\n  ${problems.join("\n  ")}`);
     const checker = await db.registry(1);
     try {
@@ -64,19 +64,23 @@ async function benchServer(server: Server, target: string, options: Options, res
       await attempt(results, "cost", async () => {
         const costs = await measureCosts(db, layout, options.quick ? 100 : 300);
         results.costs.push(...costs.map((c) => ({ target, ...c })));
-        for (const c of costs) log(`  ${c.operation}: server CPU ${c.serverCpuMs?.toFixed(2) ?? "-"} ms, WAL ${c.walBytes.toFixed(0)} B, relation locks ${c.relationLocks} (${c.fastPathLocks} fast-path)`);
+        for (const c of costs) {
+          const wal = c.wal ? `, WAL ${c.wal.records.toFixed(1)} records (${c.wal.fullPageImages.toFixed(1)} full pages) ${c.wal.bytes.toFixed(0)} B` : "";
+          log(`  ${c.operation}: server CPU ${c.serverCpuMs?.toFixed(2) ?? "-"} ms${wal}, relation locks ${c.relationLocks} (${c.fastPathLocks} fast-path)`);
+        }
       });
     }
     if (options.suites.has("routing")) {
       log("routing (registry client over a pg pool)");
       await runRouting(recorder, db, layout, {
         target,
-        concurrencies: embedded ? [64, 500] : options.concurrencies,
+        concurrencies: embedded ? [500] : options.concurrencies,
         poolFor,
         durationMs: options.phaseMs,
         baselineMs: options.baselineMs,
         // 500 connections x 6 lifecycles would take longer than the phases themselves.
-        warmRounds: embedded ? 2 : options.warmRounds,
+        warmRounds: embedded ? 1 : options.warmRounds,
+        ...(embedded ? { phases: ["resolve", "cycle"] as const } : {}),
       });
     }
     // The embedded server is there for 500 real connections: routing only.
@@ -107,7 +111,7 @@ async function benchServer(server: Server, target: string, options: Options, res
           target,
           durationMs: options.phaseMs,
           concurrency: 500,
-          poolSizes: [...new Set([8, 16, 32, maxPool])].filter((p) => p <= maxPool),
+          poolSizes: [...new Set([8, 16, maxPool])].filter((p) => p <= maxPool),
           pool: poolFor(64),
           experimentConcurrency: 64,
           warmRounds: options.warmRounds,

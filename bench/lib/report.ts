@@ -43,12 +43,12 @@ const waits = (f: Figure) =>
 
 function figureTable(figures: Figure[]): string[] {
   const rows = [
-    "| workload | target | conc. | conns | ops/s | p50 ms | p95 ms | p99 ms | vs SELECT 1 | CPU % | top waits (avg backends) | errors | invariants |",
+    "| workload | target | conc. | conns | ops/s | p50 ms | p95 ms | p99 ms | vs SELECT 1 | CPU % machine (client) | top waits (avg backends) | errors | invariants |",
     "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|",
   ];
   for (const f of figures) {
     rows.push(
-      `| ${f.suite}: ${f.name} | ${f.target} | ${f.concurrency} | ${f.pool} | ${n(f.throughput)} | ${n(f.latency.p50)} | ${n(f.latency.p95)} | ${n(f.latency.p99)} | ${pct(f.ratioToSelect1)} | ${f.observation?.machineCpuPct ?? ""} | ${waits(f)} | ${errors(f)} | ${f.invariants ?? ""} |`,
+      `| ${f.suite}: ${f.name} | ${f.target} | ${f.concurrency} | ${f.pool} | ${n(f.throughput)} | ${n(f.latency.p50)} | ${n(f.latency.p95)} | ${n(f.latency.p99)} | ${pct(f.ratioToSelect1)} | ${f.observation ? `${f.observation.machineCpuPct ?? "-"} (${f.observation.clientCpuPct})` : ""} | ${waits(f)} | ${errors(f)} | ${f.invariants ?? ""} |`,
     );
   }
   const notes = figures.filter((f) => f.note).map((f) => `- ${f.suite}: ${f.name} (c=${f.concurrency}): ${f.note}`);
@@ -88,11 +88,13 @@ function summary(r: Results): string[] {
 
   lines.push("", "Against the reference's acceptance (500 concurrent new routes; catalog pages):", "");
   lines.push("| target | new routes/s at 500 | route p99 ms at 500 | catalog p99 ms | reference (>= 100/s, <= 3000 ms, <= 2000 ms) | 10x goal (>= 1000/s, <= 300 ms, <= 200 ms) |", "|---|--:|--:|--:|---|---|");
-  const catalogP99 = Math.max(...catalog.map((f) => f.latency.p99), 0);
   for (const resolve of r.figures.filter((f) => f.suite === "resolve" && f.concurrency === 500)) {
+    // The catalog is measured on the main target only; other targets are judged on routing.
+    const pages = catalog.filter((f) => f.target === resolve.target);
+    const catalogP99 = Math.max(...pages.map((f) => f.latency.p99), 0);
     const meets = (goal: typeof REFERENCE) =>
-      resolve.throughput >= goal.routesPerSecond && resolve.latency.p99 <= goal.routeP99Ms && (!catalog.length || catalogP99 <= goal.catalogP99Ms) ? "met" : "NOT met";
-    lines.push(`| ${resolve.target} (${resolve.pool} conns) | ${n(resolve.throughput)} | ${n(resolve.latency.p99)} | ${catalog.length ? n(catalogP99) : "-"} | ${meets(REFERENCE)} | ${meets(GOAL)} |`);
+      resolve.throughput >= goal.routesPerSecond && resolve.latency.p99 <= goal.routeP99Ms && catalogP99 <= goal.catalogP99Ms ? "met" : "NOT met";
+    lines.push(`| ${resolve.target} (${resolve.pool} conns) | ${n(resolve.throughput)} | ${n(resolve.latency.p99)} | ${pages.length ? n(catalogP99) : "-"} | ${meets(REFERENCE)} | ${meets(GOAL)} |`);
   }
   return lines;
 }
@@ -120,11 +122,11 @@ export function markdown(r: Results): string {
       ? [
           "Cost per operation (serial, one warm session; barely moved by other load):",
           "",
-          "| target | operation | server CPU ms | CPU-bound ceiling ops/s (all cores) | WAL bytes | relation locks (fast-path) |",
+          "| target | operation | server CPU ms | CPU-bound ceiling ops/s (all cores) | WAL records / full-page images / bytes | relation locks (fast-path) |",
           "|---|---|--:|--:|--:|--:|",
           ...r.costs.map(
             (c) =>
-              `| ${c.target} | ${c.operation} | ${c.serverCpuMs === null ? "-" : n(c.serverCpuMs, 2)} | ${c.cpuBoundOpsPerSecond === null ? "-" : n(c.cpuBoundOpsPerSecond, 0)} | ${n(c.walBytes, 0)} | ${c.relationLocks ? `${c.relationLocks} (${c.fastPathLocks})` : "-"} |`,
+              `| ${c.target} | ${c.operation} | ${c.serverCpuMs === null ? "-" : n(c.serverCpuMs, 2)} | ${c.cpuBoundOpsPerSecond === null ? "-" : n(c.cpuBoundOpsPerSecond, 0)} | ${c.wal ? `${n(c.wal.records)} / ${n(c.wal.fullPageImages)} / ${n(c.wal.bytes, 0)}` : "-"} | ${c.relationLocks ? `${c.relationLocks} (${c.fastPathLocks})` : "-"} |`,
           ),
           "",
         ]

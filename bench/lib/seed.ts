@@ -15,6 +15,7 @@ const regionArray = `ARRAY[${REGIONS.map((r) => `'${r}'`).join(", ")}]`;
 
 function seedSql(l: Layout): string {
   const last = l.replicas - 1;
+  const k = l.instancesPerTenant;
   return `
 -- Rows are consistent by construction: skip the per-row foreign-key triggers (verifySeed checks
 -- every reference set-based afterwards), which would otherwise take most of the time.
@@ -70,11 +71,11 @@ FROM generate_series(0, ${l.types - 1}) t JOIN bench_caps c ON c.block = t % 10;
 INSERT INTO aip_version_profiles (version_id, profile_id)
 SELECT 'cver_bench_' || lpad(t::text, 4, '0'), 'aip.native.http.v1' FROM generate_series(0, ${l.types - 1}) t;
 
--- Instance g belongs to tenant g/100 (as its j = g%100) and runs type g % types.
+-- Instance g belongs to tenant g/k (as its j = g%k) and runs type g % types.
 CREATE TEMP TABLE bench_instances ON COMMIT DROP AS
-SELECT g, g / 100 AS n, (g % 100) / 10 AS q,
+SELECT g, g / ${k} AS n, (g % ${k}) / 10 AS q,
        'cinst_bench_' || lpad(g::text, 6, '0') AS instance_id,
-       'tenant-' || lpad((g / 100)::text, 4, '0') AS tenant_id,
+       'tenant-' || lpad((g / ${k})::text, 5, '0') AS tenant_id,
        'ctype_bench_' || lpad((g % ${l.types})::text, 4, '0') AS type_id,
        'cver_bench_' || lpad((g % ${l.types})::text, 4, '0') AS version_id
 FROM generate_series(0, ${last}) g;
@@ -83,10 +84,10 @@ INSERT INTO aip_connector_instances (instance_id, type_id, version_id, tenant_id
 SELECT instance_id, type_id, version_id, tenant_id, 1, 'vault://tenants/' || tenant_id || '/' || instance_id, 'enabled'
 FROM bench_instances ORDER BY instance_id;
 
--- Ten bindings per instance: block g%10, group ((q%5) + tenant) % 10.
+-- Ten bindings per instance: block g%10, group ((q % G) + tenant) % 10.
 INSERT INTO aip_capability_bindings (tenant_id, capability_id, instance_id, priority, policy_revision, credential_revision_ref, quota_policy_ref, enabled)
 SELECT i.tenant_id,
-       'cap:bench.c' || lpad(((i.g % 10) * 100 + (((i.q % 5) + i.n) % 10) * 10 + m)::text, 4, '0'),
+       'cap:bench.c' || lpad(((i.g % 10) * 100 + (((i.q % ${l.groups}) + i.n) % 10) * 10 + m)::text, 4, '0'),
        i.instance_id, 10, 1, 'credential-revision-1', NULL, true
 FROM bench_instances i CROSS JOIN generate_series(0, 9) m
 ORDER BY 1, 2, 3;
@@ -179,7 +180,7 @@ export async function seedRouteHistory(session: MigrationSession, limit: number)
  * What publication would have verified, checked on samples: the manifest digest is the registry's
  * own canonical digest, and every definition's digests and size are what admission computes.
  */
-export async function verifySeed(session: MigrationSession): Promise<string[]> {
+export async function verifySeed(session: MigrationSession, l: Layout): Promise<string[]> {
   const problems = await session.query<{ problem: string }>(`
     SELECT 'version ' || v.version_id || ': manifest_digest differs from aip_canonical_json' AS problem
     FROM (SELECT * FROM aip_connector_versions ORDER BY version_id LIMIT 3) v
@@ -192,8 +193,8 @@ export async function verifySeed(session: MigrationSession): Promise<string[]> {
        OR d.definition_bytes <> octet_length(aip_canonical_json(jsonb_build_object(
             'capability', d.capability, 'contract_digest', d.contract_digest, 'schema_digest', d.schema_digest)))
     UNION ALL
-    SELECT 'tenant ' || b.tenant_id || ' sees ' || count(DISTINCT b.capability_id) || ' capabilities, expected 500'
-    FROM aip_capability_bindings b GROUP BY b.tenant_id HAVING count(DISTINCT b.capability_id) <> 500`);
+    SELECT 'tenant ' || b.tenant_id || ' sees ' || count(DISTINCT b.capability_id) || ' capabilities, expected ${l.visiblePerTenant}'
+    FROM aip_capability_bindings b GROUP BY b.tenant_id HAVING count(DISTINCT b.capability_id) <> ${l.visiblePerTenant}`);
   return [...problems.map((p) => p.problem), ...(await danglingReferences(session))];
 }
 

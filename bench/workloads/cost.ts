@@ -3,7 +3,9 @@
  * move with other load on the machine (unlike throughput):
  * - server CPU per operation: the backend process's user+system time (/proc/<pid>/stat, when
  *   the server runs on this host), over a few hundred operations;
- * - WAL bytes per operation (pg_current_wal_lsn before and after);
+ * - WAL per operation, from EXPLAIN (ANALYZE, WAL) of the entry point's call, which counts this
+ *   backend's records only (a server-wide LSN difference would include everyone else's): records,
+ *   full-page images (the first change of a page after each checkpoint) and bytes;
  * - relation locks one operation holds at commit, and how many of them fit the backend's 16
  *   fast-path slots: the rest go through the shared lock manager, whose partition locks are
  *   what `LWLock:LockManager` waits are.
@@ -13,24 +15,31 @@ import { readFile } from "node:fs/promises";
 import os from "node:os";
 import pg from "pg";
 import { Registry } from "../../src/registry/registry.js";
-import type { Layout } from "../lib/layout.js";
+import type { RouteAssignment } from "../../src/schemas.js";
+import { randomRoute, tenantId, type Layout } from "../lib/layout.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { resolveNew, settle, type Held } from "./routing.js";
+
+export interface Wal {
+  records: number;
+  fullPageImages: number;
+  bytes: number;
+}
 
 export interface Cost {
   operation: string;
   /** Server CPU per operation, ms (null when the server is not on this host). */
   serverCpuMs: number | null;
-  walBytes: number;
-  relationLocks: number;
-  fastPathLocks: number;
   /** os.cpus().length * 1000 / serverCpuMs: the ceiling if the server had every core to itself. */
   cpuBoundOpsPerSecond: number | null;
+  wal: Wal | null;
+  relationLocks: number;
+  fastPathLocks: number;
 }
 
 const TICK_MS = 10; // Linux USER_HZ is 100
 
-async function backendCpuMs(pid: number): Promise<number | null> {
+export async function backendCpuMs(pid: number): Promise<number | null> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
@@ -40,23 +49,43 @@ async function backendCpuMs(pid: number): Promise<number | null> {
   }
 }
 
+/** Average WAL of `samples` calls of resolve (new), settle and reacquire, per operation. */
+async function walPerOperation(client: pg.Client, l: Layout, samples: number): Promise<Record<"resolve" | "settle" | "reacquire", Wal>> {
+  const totals = { resolve: { records: 0, fullPageImages: 0, bytes: 0 }, settle: { records: 0, fullPageImages: 0, bytes: 0 }, reacquire: { records: 0, fullPageImages: 0, bytes: 0 } };
+  const explain = async (into: Wal, call: string, params: unknown[]) => {
+    const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: Record<string, number> }] }>(`EXPLAIN (ANALYZE, WAL, FORMAT JSON) SELECT ${call}`, params);
+    const plan = rows[0]?.["QUERY PLAN"][0].Plan ?? {};
+    into.records += (plan["WAL Records"] ?? 0) / samples;
+    into.fullPageImages += (plan["WAL FPI"] ?? 0) / samples;
+    into.bytes += (plan["WAL Bytes"] ?? 0) / samples;
+  };
+  const settleCall = "aip_settle_route($1::text, $2::text, $3::jsonb, 'completed')";
+  for (let i = 0; i < samples; i++) {
+    const pick = randomRoute(l);
+    const action = `act_bench_wal_${i}_${Math.random().toString(36).slice(2)}`;
+    await explain(totals.resolve, "aip_resolve_route($1::text, $2::text, $3::text, $4::jsonb)", [action, pick.tenant, pick.capability, { region: pick.region }]);
+    const { rows } = await client.query<{ r: { assignment: RouteAssignment } }>("SELECT aip_get_route($1, $2) AS r", [action, pick.tenant]);
+    const assignment = rows[0]?.r.assignment;
+    await explain(totals.settle, settleCall, [action, pick.tenant, assignment]);
+    await explain(totals.reacquire, "aip_resolve_route($1::text, $2::text, $3::text)", [action, pick.tenant, pick.capability]);
+    await client.query(`SELECT ${settleCall}`, [action, pick.tenant, assignment]);
+  }
+  return totals;
+}
+
 export async function measureCosts(db: BenchDatabase, l: Layout, operations = 300): Promise<Cost[]> {
   const client = new pg.Client({ connectionString: db.dataUrl, application_name: "aip-bench-cost" });
-  const owner = new pg.Client({ connectionString: db.ownerUrl, application_name: "aip-bench-cost" });
-  await Promise.all([client.connect(), owner.connect()]);
+  await client.connect();
   const executor = { query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) => (await client.query<R>(text, params as unknown[])).rows };
   const registry = new Registry({ data: executor, control: executor });
-  const pid = ((await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0] as { pid: number }).pid;
-  const lsn = async () => BigInt(((await owner.query<{ b: string }>("SELECT pg_current_wal_lsn() - '0/0' AS b")).rows[0] as { b: string }).b);
+  const pid = Number((await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid);
   const costs: Cost[] = [];
 
   const measure = async (operation: string, op: (i: number) => Promise<void>, lockProbe?: () => Promise<void>) => {
     for (let i = 0; i < 20; i++) await op(i); // compile and plan first
     const cpu0 = await backendCpuMs(pid);
-    const wal0 = await lsn();
     for (let i = 0; i < operations; i++) await op(i);
     const cpu1 = await backendCpuMs(pid);
-    const wal1 = await lsn();
     let relationLocks = 0;
     let fastPathLocks = 0;
     if (lockProbe) {
@@ -75,14 +104,9 @@ export async function measureCosts(db: BenchDatabase, l: Layout, operations = 30
       }
     }
     const serverCpuMs = cpu0 !== null && cpu1 !== null ? (cpu1 - cpu0) / operations : null;
-    costs.push({
-      operation,
-      serverCpuMs,
-      walBytes: Number(wal1 - wal0) / operations,
-      relationLocks,
-      fastPathLocks,
-      cpuBoundOpsPerSecond: serverCpuMs ? (os.cpus().length * 1000) / serverCpuMs : null,
-    });
+    const cost: Cost = { operation, serverCpuMs, cpuBoundOpsPerSecond: null, wal: null, relationLocks, fastPathLocks };
+    costs.push(cost);
+    return cost;
   };
 
   try {
@@ -90,7 +114,7 @@ export async function measureCosts(db: BenchDatabase, l: Layout, operations = 30
       await client.query("SELECT 1");
     });
     const held: Held[] = [];
-    await measure(
+    const resolve = await measure(
       "resolve (new action)",
       async () => {
         held.push(await resolveNew(registry, l, "cost"));
@@ -101,7 +125,7 @@ export async function measureCosts(db: BenchDatabase, l: Layout, operations = 30
     );
     const spare = await resolveNew(registry, l, "cost-spare");
     let next = 0;
-    await measure(
+    const settled = await measure(
       "settle",
       async () => settle(registry, held[next++] as Held),
       async () => settle(registry, spare),
@@ -110,7 +134,7 @@ export async function measureCosts(db: BenchDatabase, l: Layout, operations = 30
     const reacquire = async (item: Held) => {
       await registry.resolveRoute(item.actionId, item.tenant, item.assignment.capability_id);
     };
-    await measure(
+    const retry = await measure(
       "reacquire (retry)",
       async () => {
         const item = held[again++ % held.length] as Held;
@@ -119,25 +143,26 @@ export async function measureCosts(db: BenchDatabase, l: Layout, operations = 30
       },
       async () => reacquire(held[again % held.length] as Held),
     );
-    // The reacquire loop also settles: report the reacquire alone by subtracting one settle.
-    const retry = costs.at(-1) as Cost;
-    const settleCost = costs.at(-2) as Cost;
-    if (retry.serverCpuMs !== null && settleCost.serverCpuMs !== null) {
-      retry.serverCpuMs -= settleCost.serverCpuMs;
-      retry.cpuBoundOpsPerSecond = retry.serverCpuMs > 0 ? (os.cpus().length * 1000) / retry.serverCpuMs : null;
-    }
-    retry.walBytes -= settleCost.walBytes;
+    // That loop also settled each reacquired route: report the reacquisition alone.
+    if (retry.serverCpuMs !== null && settled.serverCpuMs !== null) retry.serverCpuMs -= settled.serverCpuMs;
     await measure(
       "catalog page (limit 50)",
       async (i) => {
-        await registry.catalogPage(`tenant-${String(i % l.tenants).padStart(4, "0")}`, { limit: 50 });
+        await registry.catalogPage(tenantId(i % l.tenants), { limit: 50 });
       },
       async () => {
-        await registry.catalogPage("tenant-0000", { limit: 50 });
+        await registry.catalogPage(tenantId(0), { limit: 50 });
       },
     );
+    const wal = await walPerOperation(client, l, Math.max(10, Math.round(operations / 10)));
+    resolve.wal = wal.resolve;
+    settled.wal = wal.settle;
+    retry.wal = wal.reacquire;
+    for (const cost of costs) {
+      cost.cpuBoundOpsPerSecond = cost.serverCpuMs ? (os.cpus().length * 1000) / cost.serverCpuMs : null;
+    }
   } finally {
-    await Promise.all([client.end(), owner.end()]);
+    await client.end();
   }
   return costs;
 }

@@ -72,7 +72,7 @@ export interface RoutingPlan {
   /** Warm-up lifecycles per connection before timing (see warmUp). */
   warmRounds: number;
   /** Run only these phases (all by default). */
-  phases?: ("resolve" | "settle" | "retry" | "cycle")[];
+  phases?: readonly ("resolve" | "settle" | "retry" | "cycle")[];
 }
 
 export async function runRouting(recorder: Recorder, db: BenchDatabase, l: Layout, plan: RoutingPlan): Promise<void> {
@@ -106,17 +106,19 @@ async function routingAt(recorder: Recorder, db: BenchDatabase, l: Layout, plan:
   });
 
   const held: Held[] = [];
-  if (phases.has("resolve") || phases.has("settle") || phases.has("retry")) {
-    await recorder.measure(db, plan.target, spec("resolve", "new action"), async () => {
+  if (phases.has("resolve")) {
+    const resolveOne = async () => {
       held.push(await resolveNew(registry, l, `r${concurrency}`));
-    }, registry);
+    };
+    await recorder.measure(db, plan.target, spec("resolve", "new action"), resolveOne, registry);
+  }
+  if (phases.has("settle") && held.length > 0) {
     // Settle every route the resolve phase created, however long it takes.
-    await recorder.measure(db, plan.target, { ...spec("settle", "completed", plan.durationMs * 20), maxOps: held.length }, async (_w, i) => {
-      await settle(registry, held[i] as Held);
-    }, registry);
+    const settleSpec = { ...spec("settle", "completed", plan.durationMs * 20), maxOps: held.length };
+    await recorder.measure(db, plan.target, settleSpec, (_w, i) => settle(registry, held[i] as Held), registry);
   }
 
-  if (phases.has("retry") && held.length > 0) {
+  if (phases.has("retry") && phases.has("settle") && held.length > 0) {
     // Each worker owns a disjoint slice of settled actions, so no two reacquire one at once.
     const workers = Math.min(concurrency, held.length);
     const cursors = new Array<number>(workers).fill(0);
