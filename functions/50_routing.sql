@@ -269,10 +269,12 @@ END
 $$;
 
 -- Entry point (data role): the pinned route, for its owning tenant only (NULL otherwise), with its
--- reservation state.
+-- reservation state. A plain read; like every entry point it gives up (storage, retryable) rather
+-- than wait behind a lock for longer than lock_timeout.
 CREATE FUNCTION aip_get_route(p_action_id text, p_tenant_id text) RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
   SELECT json_build_object('assignment', aip_assignment_json(a), 'reserved', a.reserved,
                            'last_settlement', a.last_settlement, 'settled_at', aip_time(a.settled_at))
   FROM aip_route_assignments a
