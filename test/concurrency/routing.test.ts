@@ -14,6 +14,7 @@ import type { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createPgPool } from "../../src/db/pg.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { createTestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, publishRoutingFleet, replicaState, replicaTransition, routeCount } from "../support/routing-fleet.js";
 
@@ -36,9 +37,14 @@ afterAll(async () => {
 });
 afterEach(() => expectHealthy(db.registry));
 
-/** Open every connection of the pool first, so the requests that follow really run at once. */
+/**
+ * Open every connection of the pool and run the resolver once on each (a refused new route:
+ * compiles the function and plans its statements), so the requests that follow really run at
+ * once instead of being staggered by each session's first-call cost.
+ */
 async function warm(): Promise<void> {
   const clients = await Promise.all(Array.from({ length: PARALLEL }, () => pool.connect()));
+  await Promise.all(clients.map((client) => client.query("SELECT aip_resolve_route('act_warm', 'tenant-warm', 'cap:warm') AS r").catch(() => undefined)));
   for (const client of clients) client.release();
 }
 
@@ -155,16 +161,30 @@ it("a noisy tenant at its limit never blocks another tenant", async () => {
     policy: { max_tenant_in_flight: 100 },
     instances: [{ name: "i", replicas: [{ name: "a", capacity: 100 }] }],
   });
+  // Through the HTTP API (in process, on the parallel pool): statuses, problem members, headers.
+  const api = createTestApi(registry);
+  const [noisyToken, quietToken] = await Promise.all([api.tenantToken(noisy.tenant), api.tenantToken(quiet.tenant)]);
+  const put = async (token: string, actionId: string, capability: string) => {
+    const response = await api.call("PUT", `/v1/routes/${actionId}`, { token, body: { capability_id: capability } });
+    return { status: response.status, retryAfter: response.headers.get("retry-after"), body: (await response.json()) as Record<string, any> };
+  };
   await warm();
   const noisyCount = 40;
   const quietCount = PARALLEL - noisyCount;
-  const [noisyOutcomes, quietOutcomes] = await Promise.all([
-    Promise.all(Array.from({ length: noisyCount }, (_, i) => attempt(registry.resolveRoute(`act_noisy_${i}`, noisy.tenant, noisy.capability)))),
-    Promise.all(Array.from({ length: quietCount }, (_, i) => attempt(registry.resolveRoute(`act_quiet_${i}`, quiet.tenant, quiet.capability)))),
+  const [noisyAnswers, quietAnswers] = await Promise.all([
+    Promise.all(Array.from({ length: noisyCount }, (_, i) => put(noisyToken, `act_noisy_${i}`, noisy.capability))),
+    Promise.all(Array.from({ length: quietCount }, (_, i) => put(quietToken, `act_quiet_${i}`, quiet.capability))),
   ]);
-  expect(tally(noisyOutcomes)).toEqual({ created: 5, "capacity-exceeded": noisyCount - 5 });
-  for (const o of noisyOutcomes) if (!o.ok) expect(o.extensions).toMatchObject({ scope: "tenant", retry_after_ms: 100 });
-  expect(tally(quietOutcomes)).toEqual({ created: quietCount });
+  const statuses = (answers: { status: number }[]) => answers.reduce<Record<number, number>>((acc, a) => ({ ...acc, [a.status]: (acc[a.status] ?? 0) + 1 }), {});
+  expect(statuses(noisyAnswers)).toEqual({ 201: 5, 429: noisyCount - 5 });
+  for (const a of noisyAnswers.filter((x) => x.status === 429)) {
+    expect(a.body).toMatchObject({ code: "capacity-exceeded", scope: "tenant", retry_after_ms: 100 });
+    expect(a.retryAfter).toBe("1");
+  }
+  expect(statuses(quietAnswers)).toEqual({ 201: quietCount });
+  const asOutcomes = (answers: { status: number; body: Record<string, any> }[]): Outcome[] =>
+    answers.filter((a) => a.status === 201).map((a) => ({ ok: true, outcome: "created", assignment: a.body as RouteAssignment }));
+  const [noisyOutcomes, quietOutcomes] = [asOutcomes(noisyAnswers), asOutcomes(quietAnswers)];
 
   // Stronger: hold every row the noisy tenant's routing touches (its counters, then also its
   // replica) locked in an open transaction. The quiet tenant still resolves and settles, and the
