@@ -17,7 +17,7 @@ import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
 import { verifySchema } from "./db/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
 import { mintToken } from "./http/tokens.js";
-import { startMaintenanceLoop, type MaintenanceLoop } from "./maintenance.js";
+import { startMaintenanceLoop, type MaintenanceLoop } from "./maintenance-loop.js";
 import { Registry } from "./registry/registry.js";
 
 export interface RunningServer {

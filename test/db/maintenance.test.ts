@@ -4,7 +4,8 @@
  * delay rules (interval, doubling backoff capped at 30 s, ±20% jitter).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jittered, MAX_BACKOFF_MS, nextDelay, runLeaseMaintenance, startMaintenanceLoop, type MaintenanceCycle } from "../../src/maintenance.js";
+import { runLeaseMaintenance, type MaintenanceCycle } from "../../src/maintenance.js";
+import { jittered, MAX_BACKOFF_MS, nextDelay, startMaintenanceLoop } from "../../src/maintenance-loop.js";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
 import { RegistryError } from "../../src/registry/errors.js";
