@@ -21,16 +21,23 @@ import { runScale } from "./workloads/scale.js";
 
 const log = (line: string) => console.log(line);
 
-/** A suite that fails (e.g. the HTTP server refusing a schema mismatch) is reported, not fatal. */
+/**
+ * Runs one suite, logging its duration. A suite that fails (e.g. the HTTP server refusing a
+ * schema mismatch) is reported, not fatal.
+ */
 async function attempt(results: Results, suite: string, fn: () => Promise<void>): Promise<void> {
+  const started = performance.now();
   try {
     await fn();
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     results.failures.push({ suite, error: message });
     console.error(`  ${suite} failed: ${message}`);
+  } finally {
+    log(`  (${suite}: ${((performance.now() - started) / 1000).toFixed(0)} s)`);
   }
 }
+
 const REFERENCE_SCALE = { replicas: 10_000, types: 1_000 };
 
 /** The seeded reference fleet on one server, and every suite that needs it. */
@@ -62,7 +69,7 @@ async function benchServer(server: Server, target: string, options: Options, res
     if (options.suites.has("cost") && !embedded) {
       log("cost per operation (serial, one session)");
       await attempt(results, "cost", async () => {
-        const costs = await measureCosts(db, layout, options.quick ? 100 : 300);
+        const costs = await measureCosts(db, layout, options.quick ? 50 : 300);
         results.costs.push(...costs.map((c) => ({ target, ...c })));
         for (const c of costs) {
           const wal = c.wal ? `, WAL ${c.wal.records.toFixed(1)} records (${c.wal.fullPageImages.toFixed(1)} full pages) ${c.wal.bytes.toFixed(0)} B` : "";
@@ -72,7 +79,7 @@ async function benchServer(server: Server, target: string, options: Options, res
     }
     if (options.suites.has("routing")) {
       log("routing (registry client over a pg pool)");
-      await runRouting(recorder, db, layout, {
+      await attempt(results, "routing", () => runRouting(recorder, db, layout, {
         target,
         concurrencies: embedded ? [500] : options.concurrencies,
         poolFor,
@@ -81,14 +88,14 @@ async function benchServer(server: Server, target: string, options: Options, res
         // 500 connections x 6 lifecycles would take longer than the phases themselves.
         warmRounds: embedded ? 1 : options.warmRounds,
         ...(embedded ? { phases: ["resolve", "cycle"] as const } : {}),
-      });
+      }));
     }
     // The embedded server is there for 500 real connections: routing only.
     if (embedded) return;
     if (options.suites.has("catalog")) {
       log("catalog");
       await attempt(results, "catalog", () =>
-        runCatalog(recorder, db, layout, { target, readers: Math.min(32, maxPool), durationMs: options.phaseMs, sampledTenants: 32 }),
+        runCatalog(recorder, db, layout, { target, readers: Math.min(32, maxPool), durationMs: options.phaseMs, sampledTenants: options.quick ? 8 : 32 }),
       );
     }
     if (options.suites.has("contention")) {
@@ -99,7 +106,7 @@ async function benchServer(server: Server, target: string, options: Options, res
           durationMs: options.phaseMs,
           hotConcurrency: 64,
           hotPool: poolFor(64),
-          noisyConcurrency: 128,
+          noisyConcurrency: options.quick ? 64 : 128,
           noisyPool: Math.min(32, maxPool),
         }),
       );

@@ -15,11 +15,14 @@ import { resolveNew, settle } from "./routing.js";
 export async function runPglite(recorder: Recorder, plan: { durationMs: number; log: (line: string) => void }): Promise<void> {
   const t0 = performance.now();
   const db = await openPglite();
+  const opened = performance.now();
   try {
     const session = pgliteSession(db);
     await migrate(session);
-    const seed = await seedFleet(session, { replicas: 100, types: 100 });
-    plan.log(`  PGlite migrated and seeded (${seed.layout.bindings} bindings) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const migrated = performance.now();
+    const seed = await seedFleet(session, { replicas: 100, types: 10 });
+    const startup = `open ${((opened - t0) / 1000).toFixed(1)} s, migrate ${((migrated - opened) / 1000).toFixed(1)} s, seed ${(seed.seedMs / 1000).toFixed(1)} s`;
+    plan.log(`  PGlite in memory: ${startup} (${seed.layout.bindings} bindings)`);
     const executor = pgliteExecutor(db);
     const registry = new Registry({ data: executor, control: executor });
     const base = { suite: "pglite", target: "pglite", pool: 1 };
@@ -34,6 +37,7 @@ export async function runPglite(recorder: Recorder, plan: { durationMs: number; 
     const figure = recorder.add({
       ...base,
       name: "resolve + settle cycle (in-memory, one session)",
+      note: `start-up: ${startup}`,
       ...(await closedLoop({ concurrency: 1, durationMs: plan.durationMs }, async () => {
         await settle(registry, await resolveNew(registry, seed.layout, "p"));
       })),
