@@ -47,13 +47,6 @@ RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
                 WHERE vc.version_id = li.version_id AND vc.capability_id = p_capability_id)
 $$;
 
--- The chain as a predicate for a binding row the caller has already checked (tenant, capability,
--- enabled): the resolver's first-binding check uses it.
-CREATE FUNCTION aip_binding_chain_live(p_tenant_id text, p_capability_id text, p_instance_id text, p_profile text)
-RETURNS boolean LANGUAGE sql STABLE AS $$
-  SELECT EXISTS (SELECT 1 FROM aip_binding_chain(p_tenant_id, p_capability_id, p_instance_id, p_profile))
-$$;
-
 -- Active, qualified versions of enabled types that implement a capability (and the profile):
 -- what makes a definition visible to an internal read.
 CREATE FUNCTION aip_capability_implementations(p_capability_id text, p_profile text)

@@ -53,7 +53,8 @@ $$;
 -- lease maintenance: every offline replica's lease has ended too, it is not counted again).
 CREATE FUNCTION aip_fleet_status() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
   WITH now AS (SELECT aip_now() AS at),
   replicas AS (
     SELECT count(*) AS replicas,
@@ -99,7 +100,8 @@ $$;
 --   health_behind_route          a route pinned a replica health revision newer than the replica's
 CREATE FUNCTION aip_check_invariants() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
   WITH held AS (
     SELECT a.action_id, e ->> 'kind' AS kind, e ->> 'key' AS key, (e ->> 'limit')::bigint AS lim
     FROM aip_route_assignments a, jsonb_array_elements(a.reservation_scopes) e

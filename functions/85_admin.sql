@@ -3,7 +3,8 @@
 -- One record by kind and ID; NULL when it does not exist.
 CREATE FUNCTION aip_admin_get(p_kind text, p_id text) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
 DECLARE
   v json;
 BEGIN
@@ -23,7 +24,8 @@ $$;
 -- array [capability_id, instance_id] of the last binding returned.
 CREATE FUNCTION aip_admin_bindings(p_tenant_id text, p_cursor text, p_limit integer) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
 DECLARE
   v_limit integer := least(greatest(coalesce(p_limit, 100), 1), 1000);
   v_after_capability text := '';
@@ -87,7 +89,8 @@ $$;
 -- ones the migration recorded (a hand edit of any function shows up as functions_intact = false).
 CREATE FUNCTION aip_schema_status() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
   SELECT json_build_object(
     'schema_version', (SELECT max(version) FROM aip_schema_migrations),
     'functions_checksum', f.checksum,
