@@ -13,8 +13,8 @@
  * Workloads: `cycle` / `resolve` on random routable pairs (`--tenants=1`: all on one tenant);
  * `hot`: cycles on one instance with two replicas; `noisy`: a tenant at its limit (128 in flight
  * over 32 connections) beside a quiet tenant (4 over 4), whose figures are the ones compared;
- * `serial`: cycles one at a time on one session, comparing server CPU and WAL bytes per cycle
- * (the figures least moved by other load on the machine).
+ * `serial`: cycles one at a time on one session, comparing the server CPU per cycle (the figure
+ * least moved by other load on the machine).
  */
 import { readFile } from "node:fs/promises";
 import type { Registry } from "../src/registry/registry.js";
@@ -84,12 +84,11 @@ async function serialRound(db: BenchDatabase, layout: Layout): Promise<Result> {
     const op = operation(handle.registry, layout);
     await warmUp(handle.registry, layout, 1);
     const pid = Number((await handle.pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid);
-    const lsn = async () => BigInt((await handle.pool.query<{ b: string }>("SELECT pg_current_wal_lsn() - '0/0' AS b")).rows[0]?.b ?? 0);
-    const [cpu0, wal0] = [await backendCpuMs(pid), await lsn()];
+    const cpu0 = await backendCpuMs(pid);
     const measurement = await closedLoop({ concurrency: 1, durationMs: seconds * 1000 }, op);
-    const [cpu1, wal1] = [await backendCpuMs(pid), await lsn()];
+    const cpu1 = await backendCpuMs(pid);
     const cpu = cpu0 !== null && cpu1 !== null ? (cpu1 - cpu0) / measurement.ops : NaN;
-    return { ...measurement, waits: {}, extra: `server CPU ${cpu.toFixed(2)} ms/op, WAL ${(Number(wal1 - wal0) / measurement.ops).toFixed(0)} B/op` };
+    return { ...measurement, waits: {}, extra: `server CPU ${cpu.toFixed(2)} ms/op` };
   } finally {
     await handle.close();
   }
