@@ -19,7 +19,14 @@ export default defineConfig({
       {
         test: {
           name: "node",
-          include: ["test/unit/**/*.test.ts", "test/db/**/*.test.ts", "test/http/**/*.test.ts", "test/dev/**/*.test.ts"],
+          include: [
+            "test/unit/**/*.test.ts",
+            "test/db/**/*.test.ts",
+            "test/http/**/*.test.ts",
+            "test/dev/**/*.test.ts",
+            "test/cli/**/*.test.ts",
+            "test/browser/**/*.test.ts",
+          ],
           pool: "forks",
           maxWorkers: 2,
           testTimeout: 30_000,

@@ -83,6 +83,33 @@ SET lock_timeout = '2s' AS $$
   FROM replicas, now
 $$;
 
+-- Entry point (data role). The fleet status per topology region: the same counts as
+-- aip_fleet_status(), grouped by region label, in label order, at most p_limit regions (1..1000).
+-- Aggregates only: region labels are topology, not record identifiers.
+CREATE FUNCTION aip_fleet_regions(p_limit integer) RETURNS json
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp AS $$
+  WITH now AS (SELECT aip_now() AS at),
+  per AS (
+    SELECT r.region,
+           count(*) AS replicas,
+           count(*) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > now.at) AS ready,
+           count(*) FILTER (WHERE r.status = 'draining' AND r.lease_expires_at > now.at) AS draining,
+           count(*) FILTER (WHERE r.status = 'offline') AS offline,
+           count(*) FILTER (WHERE r.status <> 'offline' AND r.lease_expires_at <= now.at) AS expired,
+           count(*) FILTER (WHERE r.circuit_open_until > now.at) AS open_circuits,
+           coalesce(sum(r.capacity) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > now.at), 0) AS ready_capacity,
+           coalesce(sum(r.active_assignments), 0) AS active_assignments
+    FROM aip_connector_replicas r, now
+    GROUP BY r.region
+    ORDER BY r.region
+    LIMIT least(greatest(coalesce(p_limit, 256), 1), 1000))
+  SELECT json_build_object(
+    'regions', coalesce((SELECT json_agg(to_json(per) ORDER BY per.region) FROM per), '[]'::json),
+    'observed_at', aip_time(now.at))
+  FROM now
+$$;
+
 -- Entry point (control and data roles; read-only). Every violation of the registry's bookkeeping
 -- invariants that no constraint enforces; an empty list means healthy. (Negative counters,
 -- active_assignments above capacity and routes without a replica are CHECK and FK violations and

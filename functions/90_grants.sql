@@ -34,6 +34,7 @@ GRANT EXECUTE ON FUNCTION
   aip_replica_lifecycle(text, text, jsonb),
   aip_expire_leases(integer),
   aip_fleet_status(),
+  aip_fleet_regions(integer),
   aip_check_invariants(),
   aip_schema_status()
 TO aip_registry_data;

@@ -34,6 +34,9 @@ export const ConfigSchema = z.object({
   LEASE_EXPIRY_BATCH: int(500, 1, 10_000),
   LEASE_EXPIRY_MAX_BATCHES: int(8, 1, 1000),
   ACCESS_LOG: flag(true),
+  /** Serve Prometheus metrics at /metrics (scrapes need a fleet:read token unless METRICS_PUBLIC). */
+  METRICS: flag(true),
+  METRICS_PUBLIC: flag(false),
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

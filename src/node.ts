@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { serve, type ServerType } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
-import { createApp } from "./app.js";
+import { createApp, type PoolUsage } from "./app.js";
 import { loadConfig, type Config } from "./config.js";
 import { migrate } from "./db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "./db/pg.js";
@@ -18,6 +18,7 @@ import { verifySchema } from "./db/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
 import { mintToken } from "./http/tokens.js";
 import { startMaintenanceLoop, type MaintenanceLoop } from "./maintenance-loop.js";
+import { jsonLines } from "./observability/access-log.js";
 import { Registry } from "./registry/registry.js";
 
 export interface RunningServer {
@@ -53,7 +54,7 @@ async function openDatabase(config: Config, log: Log) {
       log(`embedded PGlite at ${dir}: schema version ${report.schemaVersion}`);
     }
     const executor = pgliteExecutor(db);
-    return { registry: new Registry({ data: executor, control: executor }), embedded: true, close: () => db.close() };
+    return { registry: new Registry({ data: executor, control: executor }), embedded: true, pools: () => [], close: () => db.close() };
   }
   if (config.MIGRATE_ON_START) {
     const report = await withPgSession(config.CONTROL_DATABASE_URL ?? config.DATABASE_URL, (session) => migrate(session, { log }));
@@ -66,9 +67,17 @@ async function openDatabase(config: Config, log: Log) {
       ? createPgPool(config.CONTROL_DATABASE_URL, { ...poolOptions, max: Math.min(4, config.DB_POOL_MAX) })
       : dataPool;
   const registry = new Registry({ data: pgExecutor(dataPool), control: pgExecutor(controlPool) });
+  const usage = (pool: pg.Pool, name: string): PoolUsage => ({
+    pool: name,
+    total: pool.totalCount,
+    idle: pool.idleCount,
+    waiting: pool.waitingCount,
+    max: pool.options.max,
+  });
   return {
     registry,
     embedded: false,
+    pools: (): PoolUsage[] => (controlPool === dataPool ? [usage(dataPool, "data")] : [usage(dataPool, "data"), usage(controlPool, "control")]),
     close: async () => {
       await dataPool.end();
       if (controlPool !== dataPool) await controlPool.end();
@@ -98,7 +107,8 @@ export async function startServer(env: Record<string, string | undefined> = proc
     authenticator,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
-    ...(config.ACCESS_LOG ? { log: (entry) => console.log(JSON.stringify({ level: "info", msg: "request", ...entry })) } : {}),
+    ...(config.ACCESS_LOG ? { log: jsonLines() } : {}),
+    ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC } } : {}),
   });
 
   const { server, port } = await new Promise<{ server: ServerType; port: number }>((resolve, reject) => {

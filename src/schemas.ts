@@ -100,6 +100,42 @@ export const AdmissionSnapshot = z
   })
   .openapi("AdmissionSnapshot");
 
+const ROUTE_EXAMPLE = {
+  action_id: "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70",
+  capability_id: "cap:crm.contacts.search",
+  tenant_id: "tenant-a",
+  instance_id: "cinst_tenant_a_crm",
+  version_id: "cver_crm_1_5_0",
+  manifest_digest: "sha256:5d1f0ac0e1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c",
+  replica_id: "crepl_tenant_a_crm_euw1a",
+  endpoint: "https://crm-euw1a.tenant-a.hosts.example/aip/v1/messages",
+  peer_principal_id: "service:crm-euw1a.tenant-a",
+  peer_principal_kind: "service",
+  peer_did: "did:web:crm-euw1a.tenant-a.hosts.example",
+  trust_domain: "hosts.example",
+  transport_profile: "aip.native.http.v1",
+  topology: { region: "eu-west", zone: "eu-west-1a", capacity_class: "standard" },
+  catalog_revision: 7,
+  binding_policy_revision: 1,
+  credential_revision_ref: "credrev:tenant-a/crm/1",
+  quota_policy_ref: "quota:standard",
+  replica_health_revision: 12,
+  fence_token: "route_0190f3a2c1d07c3e8b1f2a3b4c5d6e7f",
+  admission: {
+    policy_ref: "quota:standard",
+    policy_revision: 1,
+    scopes: [
+      { kind: "tenant", key: "tenant-a", limit: 1000 },
+      { kind: "instance", key: "cinst_tenant_a_crm", limit: 500 },
+      { kind: "binding", key: "tenant-a|cap:crm.contacts.search|cinst_tenant_a_crm", limit: 250 },
+    ],
+    retry_scope: null,
+    circuit_failure_threshold: 5,
+    circuit_open_ms: 30000,
+  },
+  assigned_at: "2026-12-01T10:15:30.123Z",
+};
+
 export const RouteAssignment = z
   .object({
     action_id: z.string(),
@@ -127,6 +163,7 @@ export const RouteAssignment = z
   })
   .openapi("RouteAssignment", {
     description: "An action's durable, pinned route: never changes once created, and is kept after settlement as evidence.",
+    example: ROUTE_EXAMPLE,
   });
 export type RouteAssignment = z.infer<typeof RouteAssignment>;
 
@@ -146,11 +183,11 @@ export const SettlementRequest = z
     outcome: SettlementOutcome,
   })
   .strict()
-  .openapi("SettlementRequest");
+  .openapi("SettlementRequest", { example: { assignment: ROUTE_EXAMPLE, outcome: "completed" } });
 
 export const SettlementResult = z
   .object({ action_id: z.string(), released: z.boolean(), last_settlement: SettlementOutcome.nullable() })
-  .openapi("SettlementResult");
+  .openapi("SettlementResult", { example: { action_id: ROUTE_EXAMPLE.action_id, released: true, last_settlement: "completed" } });
 
 // Catalog ---------------------------------------------------------------------------------------
 export const CapabilityDefinition = z
@@ -227,7 +264,9 @@ export const LifecycleResponse = z
     sequence: z.number().int().openapi({ description: "The replica's health revision after this transition: the next `previous_sequence`." }),
     lease_expires_at: Timestamp.nullable().openapi({ description: "Null for a replica that never held a lease." }),
   })
-  .openapi("LifecycleResponse");
+  .openapi("LifecycleResponse", {
+    example: { replica_id: "crepl_tenant_a_crm_euw1a", status: "ready", sequence: 4, lease_expires_at: "2026-12-01T10:16:00.123Z" },
+  });
 
 // Publication -----------------------------------------------------------------------------------
 const Capability = z
@@ -342,7 +381,24 @@ export type Change = z.infer<typeof Change>;
 export const PublicationRequest = z
   .object({ changes: z.array(Change).min(1).max(10000) })
   .strict()
-  .openapi("PublicationRequest");
+  .openapi("PublicationRequest", {
+    example: {
+      changes: [
+        { op: "put_connector_type", id: "ctype_crm", name: "CRM contacts", owner: "org:acme-connectors", enabled: true },
+        {
+          op: "put_binding",
+          tenant_id: "tenant-a",
+          capability_id: "cap:crm.contacts.search",
+          instance_id: "cinst_tenant_a_crm",
+          priority: 10,
+          policy_revision: 2,
+          credential_revision_ref: "credrev:tenant-a/crm/2",
+          quota_policy_ref: "quota:standard",
+          enabled: true,
+        },
+      ],
+    },
+  });
 
 export const PublicationResult = z
   .object({
@@ -353,7 +409,17 @@ export const PublicationResult = z
       z.looseObject({ op: z.string(), outcome: z.enum(["created", "updated", "unchanged"]), id: z.string().optional() }),
     ),
   })
-  .openapi("PublicationResult");
+  .openapi("PublicationResult", {
+    example: {
+      catalog_revision: 8,
+      changed: 1,
+      dry_run: false,
+      results: [
+        { op: "put_connector_type", outcome: "unchanged", id: "ctype_crm" },
+        { op: "put_binding", outcome: "updated", tenant_id: "tenant-a", capability_id: "cap:crm.contacts.search", instance_id: "cinst_tenant_a_crm" },
+      ],
+    },
+  });
 export type PublicationResult = z.infer<typeof PublicationResult>;
 
 // Fleet -----------------------------------------------------------------------------------------
@@ -373,8 +439,51 @@ export const FleetStatus = z
     active_assignments: Count.openapi({ description: "Reserved routes, summed over all replicas." }),
     observed_at: Timestamp.openapi({ description: "The database clock when the aggregate was read." }),
   })
-  .openapi("FleetStatusSummary");
+  .openapi("FleetStatusSummary", {
+    example: {
+      catalog_revision: 8,
+      connector_types: 3,
+      active_versions: 4,
+      enabled_instances: 4,
+      replicas: 9,
+      ready_replicas: 6,
+      draining_replicas: 1,
+      offline_replicas: 1,
+      expired_leases: 1,
+      open_circuits: 0,
+      ready_capacity: 84,
+      active_assignments: 23,
+      observed_at: "2026-12-01T10:15:30.123Z",
+    },
+  });
 export type FleetStatus = z.infer<typeof FleetStatus>;
+
+export const FleetRegion = z
+  .object({
+    region: z.string(),
+    replicas: Count,
+    ready: Count.openapi({ description: "Ready with a live lease." }),
+    draining: Count.openapi({ description: "Draining with a live lease." }),
+    offline: Count,
+    expired: Count.openapi({ description: "Not yet offline but the lease ended." }),
+    open_circuits: Count,
+    ready_capacity: Count,
+    active_assignments: Count,
+  })
+  .openapi("FleetRegion");
+
+export const FleetRegions = z
+  .object({ regions: z.array(FleetRegion).openapi({ description: "In region label order; at most `limit` regions." }), observed_at: Timestamp })
+  .openapi("FleetRegions", {
+    example: {
+      regions: [
+        { region: "eu-west", replicas: 5, ready: 4, draining: 1, offline: 0, expired: 0, open_circuits: 0, ready_capacity: 56, active_assignments: 20 },
+        { region: "us-east", replicas: 4, ready: 2, draining: 0, offline: 1, expired: 1, open_circuits: 0, ready_capacity: 28, active_assignments: 3 },
+      ],
+      observed_at: "2026-12-01T10:15:30.123Z",
+    },
+  });
+export type FleetRegions = z.infer<typeof FleetRegions>;
 
 export const LeaseExpiryResult = z
   .object({

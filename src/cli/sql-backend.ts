@@ -41,7 +41,7 @@ export function sqlBackend(databaseUrl: string): Backend {
       return all;
     },
     fleetStatus: () => registry.fleetStatus(),
-    fleetRegions: async () => null,
+    fleetRegions: async () => (await registry.fleetRegions()).regions,
     checkInvariants: () => registry.checkInvariants(),
     expireLeases: (limit) => registry.expireLeases(limit),
     close: () => pool.end(),

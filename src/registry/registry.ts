@@ -9,6 +9,7 @@ import type { SqlExecutor } from "../db/executor.js";
 import type {
   CatalogPage,
   Change,
+  FleetRegions,
   FleetStatus,
   InvariantReport,
   LifecycleOperation,
@@ -128,6 +129,10 @@ export class Registry {
 
   fleetStatus(): Promise<FleetStatus> {
     return this.data("aip_fleet_status()", []);
+  }
+
+  fleetRegions(limit = 256): Promise<FleetRegions> {
+    return this.data("aip_fleet_regions($1::integer)", [limit]);
   }
 
   schemaStatus(): Promise<SchemaStatus | null> {

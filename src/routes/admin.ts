@@ -28,6 +28,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
     createRoute({
       method: "post",
       path: "/v1/admin/publications",
+      operationId: "publish",
       tags: ["admin"],
       summary: "Publish a batch of catalog and fleet changes, all or nothing",
       description:
@@ -48,6 +49,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
     createRoute({
       method: "get",
       path: "/v1/admin/bindings",
+      operationId: "adminBindings",
       tags: ["admin"],
       summary: "A tenant's capability bindings, in (capability, instance) order",
       security: bearer,
@@ -79,6 +81,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
     createRoute({
       method: "get",
       path: "/v1/admin/catalog/capabilities",
+      operationId: "adminCatalogPage",
       tags: ["admin"],
       summary: "The catalog as a given tenant sees it, or every active definition (unbound=true)",
       security: bearer,
@@ -96,6 +99,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
     createRoute({
       method: "get",
       path: "/v1/admin/invariants",
+      operationId: "checkInvariants",
       tags: ["admin"],
       summary: "Check the registry's bookkeeping invariants",
       description: "Counters against reservations, replica counts against routes, pinned limits, revisions. Empty `violations` means healthy.",
@@ -110,6 +114,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
     createRoute({
       method: "get",
       path: "/v1/admin/{kind}/{id}",
+      operationId: "adminGet",
       tags: ["admin"],
       summary: "Read one registry record",
       description: "Identifiers may contain any character; percent-encode them in the path (`/` as `%2F`).",

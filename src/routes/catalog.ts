@@ -66,6 +66,7 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     createRoute({
       method: "get",
       path: "/v1/catalog/capabilities",
+      operationId: "catalogPage",
       tags: ["catalog"],
       summary: "A page of the capabilities the token's tenant may call",
       description:
@@ -100,6 +101,7 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     createRoute({
       method: "get",
       path: "/v1/catalog/capabilities/{capability_id}",
+      operationId: "catalogGet",
       tags: ["catalog"],
       summary: "One capability definition, if the token's tenant may call it",
       description: "No profile filter. 404 when the capability is not in the tenant's catalog (always without a tenant).",

@@ -9,6 +9,44 @@ import { PROBLEM_CONTENT_TYPE } from "../http/problem.js";
 
 export const bearer = [{ bearer: [] as string[] }];
 
+/** An example answer for every problem code: its detail and extension members. */
+const PROBLEM_EXAMPLES: Record<ProblemCode, { detail: string } & Record<string, unknown>> = {
+  invalid: { detail: "request validation failed: capability_id: must be non-empty", errors: [{ field: "capability_id", message: "must be non-empty" }] },
+  unauthorized: { detail: "a bearer token is required" },
+  forbidden: { detail: "this operation needs the routes:write scope" },
+  "not-found": { detail: "route for action `act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70` was not found" },
+  "binding-unavailable": {
+    detail: "no enabled binding for tenant `tenant-a` and capability `cap:crm.contacts.search`",
+    tenant_id: "tenant-a",
+    capability_id: "cap:crm.contacts.search",
+  },
+  "method-not-allowed": { detail: "DELETE is not allowed here" },
+  conflict: { detail: "binding for `tenant-a` and `cap:crm.contacts.search` requires a newer policy revision than 3" },
+  "stale-cursor": { detail: "the catalog changed during pagination: restart from the first page" },
+  "fence-lost": { detail: "the presented assignment does not match the pinned route of action `act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70`" },
+  "payload-too-large": { detail: "the request body exceeds the size limit" },
+  "unsupported-media-type": { detail: "request bodies must be application/json" },
+  admission: { detail: "changes[3]: artifact owner `org:other` does not match connector type owner `org:acme`", field: "attestation.owner", change_index: 3 },
+  "capacity-exceeded": { detail: "connector admission capacity is exhausted for scope `tenant`", scope: "tenant", limit: 1000, retry_after_ms: 100 },
+  internal: { detail: "internal error" },
+  "replica-unavailable": { detail: "no ready connector replica for instance `cinst_tenant_a_crm`", instance_id: "cinst_tenant_a_crm", retry_after_ms: 1000 },
+  storage: { detail: "the registry database is unavailable or failed; nothing is inferred to have committed" },
+};
+
+function problemExample(code: ProblemCode) {
+  return {
+    summary: `${code}: ${PROBLEM_TITLES[code]}`,
+    value: {
+      type: `https://aip.dev/problems/${code}`,
+      title: PROBLEM_TITLES[code],
+      status: PROBLEM_STATUS[code],
+      code,
+      request_id: "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0",
+      ...PROBLEM_EXAMPLES[code],
+    },
+  };
+}
+
 /** OpenAPI responses for the given problem codes, grouped by status. */
 export function problems(...codes: ProblemCode[]) {
   const byStatus = new Map<number, ProblemCode[]>();
@@ -23,7 +61,7 @@ export function problems(...codes: ProblemCode[]) {
       status,
       {
         description: list.map((code) => `\`${code}\`: ${PROBLEM_TITLES[code]}`).join("; "),
-        content: { [PROBLEM_CONTENT_TYPE]: { schema: Problem } },
+        content: { [PROBLEM_CONTENT_TYPE]: { schema: Problem, examples: Object.fromEntries(list.map((code) => [code, problemExample(code)])) } },
       },
     ]),
   );

@@ -5,7 +5,7 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import type { Registry } from "../registry/registry.js";
-import { FleetStatus, LeaseExpiryResult } from "../schemas.js";
+import { FleetRegions, FleetStatus, LeaseExpiryResult } from "../schemas.js";
 import { bearer, json, problems } from "./common.js";
 
 export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
@@ -13,6 +13,7 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
     createRoute({
       method: "get",
       path: "/v1/fleet/status",
+      operationId: "fleetStatus",
       tags: ["fleet"],
       summary: "Fixed-size fleet aggregate (no identifiers)",
       security: bearer,
@@ -24,8 +25,24 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
 
   app.openapi(
     createRoute({
+      method: "get",
+      path: "/v1/fleet/regions",
+      operationId: "fleetRegions",
+      tags: ["fleet"],
+      summary: "The fleet status per topology region (no identifiers)",
+      security: bearer,
+      middleware: [requireScope("fleet:read", "registry:admin")],
+      request: { query: z.object({ limit: z.coerce.number().int().min(1).max(1000).optional() }) },
+      responses: { 200: json(FleetRegions, "Replica counts, capacity and circuits per region"), ...problems() },
+    }),
+    async (c) => c.json(await registry.fleetRegions(c.req.valid("query").limit ?? 256), 200),
+  );
+
+  app.openapi(
+    createRoute({
       method: "post",
       path: "/v1/fleet/lease-expiry",
+      operationId: "expireLeases",
       tags: ["fleet"],
       summary: "Expire a bounded batch of stale replica leases now",
       description:

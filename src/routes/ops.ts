@@ -24,6 +24,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
     createRoute({
       method: "get",
       path: "/healthz",
+      operationId: "health",
       tags: ["operations"],
       summary: "Liveness: the process serves requests",
       responses: { 200: json(z.object({ status: z.literal("ok") }), "Alive") },
@@ -35,6 +36,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
     createRoute({
       method: "get",
       path: "/readyz",
+      operationId: "readiness",
       tags: ["operations"],
       summary: "Readiness: the database answers and runs the schema this build expects",
       responses: { 200: json(Ready, "Ready"), 503: json(Ready, "Not ready") },

@@ -13,6 +13,7 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     createRoute({
       method: "post",
       path: "/v1/replicas/{replica_id}/{operation}",
+      operationId: "replicaLifecycle",
       tags: ["replicas"],
       summary: "A connector-host lifecycle transition",
       description:

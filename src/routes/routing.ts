@@ -27,6 +27,7 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     createRoute({
       method: "put",
       path: "/v1/routes/{action_id}",
+      operationId: "resolveRoute",
       tags: ["routes"],
       summary: "Resolve an action to its durable route",
       description:
@@ -60,6 +61,7 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     createRoute({
       method: "get",
       path: "/v1/routes/{action_id}",
+      operationId: "getRoute",
       tags: ["routes"],
       summary: "Read an action's pinned route",
       description: "Only the owning tenant sees it. `AIP-Route-Reserved` and `AIP-Last-Settlement` report its reservation state.",
@@ -83,6 +85,7 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     createRoute({
       method: "post",
       path: "/v1/routes/{action_id}/settlement",
+      operationId: "settleRoute",
       tags: ["routes"],
       summary: "Settle an action's reservation",
       description:

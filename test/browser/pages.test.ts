@@ -134,7 +134,11 @@ describe("/dashboard", () => {
     expect(await text("#capacity-text")).toBe("2 of 8 ready slots reserved (25%)");
     expect(await page.getAttribute("#t-expired", "class")).toContain("warn");
     expect(await text("#state")).toMatch(/^Live · revision \d+ · refreshed /);
-    expect(await page.isVisible("#regions-missing")).toBe(true);
+    expect(await page.isVisible("#regions-missing")).toBe(false);
+    const regionRows = await page.$$eval("#regions-body tr", (rows) =>
+      rows.map((row) => Array.from((row as unknown as { children: ArrayLike<{ textContent: string | null }> }).children, (cell) => cell.textContent)),
+    );
+    expect(regionRows).toEqual([["eu-west", "3", "1", "1", "0", "1", "0", "2 / 8"]]);
     // The token stays in this tab's sessionStorage and out of the input field.
     expect(await page.evaluate("sessionStorage.getItem('aip-registry.dashboard.token')")).toBe(token);
     expect(await page.inputValue("#token")).toBe("");

@@ -28,6 +28,7 @@ const DATA_FUNCTIONS = [
   "aip_catalog_page(text,jsonb)",
   "aip_check_invariants()",
   "aip_expire_leases(integer)",
+  "aip_fleet_regions(integer)",
   "aip_fleet_status()",
   "aip_get_route(text,text)",
   "aip_replica_lifecycle(text,text,jsonb)",

@@ -9,6 +9,7 @@ import { createApp } from "../../src/app.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { PROBLEM_CONTENT_TYPE } from "../../src/http/problem.js";
 import { Registry } from "../../src/registry/registry.js";
+import * as schemas from "../../src/schemas.js";
 import { TEST_SECRET } from "../support/http.js";
 
 type Json = Record<string, unknown>;
@@ -123,6 +124,62 @@ describe("the OpenAPI 3.1 document", () => {
     for (const { key, op } of operations.filter(({ op }) => op.requestBody || (op.parameters as Json[] | undefined)?.length)) {
       expect(Object.keys(op.responses as Json), `${key} documents invalid input`).toContain("400");
     }
+  });
+
+  it("names every operation with a unique operationId", () => {
+    const ids = operations.map(({ key, op }) => {
+      expect(typeof op.operationId, `${key} operationId`).toBe("string");
+      return op.operationId;
+    });
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it("gives every problem response one example per problem code, each a valid Problem with the response's status", () => {
+    for (const { key, op } of operations) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        if (Number(status) < 400 || key === "GET /readyz") continue;
+        const codes = [...String(response.description).matchAll(/`([a-z-]+)`/g)].map((m) => m[1]);
+        const examples = ((response.content as Json)[PROBLEM_CONTENT_TYPE] as Json).examples as Record<string, { value: Json }>;
+        expect(Object.keys(examples ?? {}).sort(), `${key} ${status}`).toEqual([...codes].sort());
+        for (const [code, example] of Object.entries(examples)) {
+          expect(schemas.Problem.safeParse(example.value).success, `${key} ${status} ${code}`).toBe(true);
+          expect(example.value).toMatchObject({ code, status: Number(status) });
+        }
+      }
+    }
+  });
+
+  it("shows a valid example of every JSON request body and every named success response", () => {
+    const zodOf: Record<string, { safeParse(value: unknown): { success: boolean } }> = {
+      ResolveRequest: schemas.ResolveRequest,
+      SettlementRequest: schemas.SettlementRequest,
+      LifecycleRequest: schemas.LifecycleRequest,
+      PublicationRequest: schemas.PublicationRequest,
+      RouteAssignment: schemas.RouteAssignment,
+      SettlementResult: schemas.SettlementResult,
+      LifecycleResponse: schemas.LifecycleResponse,
+      PublicationResult: schemas.PublicationResult,
+      FleetStatusSummary: schemas.FleetStatus,
+    };
+    const named = new Set<string>();
+    for (const { key, op } of operations) {
+      const bodies = [
+        ...(op.requestBody ? [((op.requestBody as Json).content as Json)["application/json"] as Json] : []),
+        ...Object.entries(op.responses as Record<string, Json>)
+          .filter(([status]) => status.startsWith("2"))
+          .map(([, response]) => (response.content as Json | undefined)?.["application/json"] as Json | undefined)
+          .filter((media): media is Json => media !== undefined),
+      ];
+      for (const media of bodies) {
+        const ref = ((media.schema as Json).$ref as string | undefined)?.replace("#/components/schemas/", "");
+        if (!ref || !(ref in zodOf)) continue;
+        named.add(ref);
+        const example = (resolvePointer(doc, `#/components/schemas/${ref}`) as Json).example;
+        expect(example, `${key}: ${ref} example`).toBeDefined();
+        expect(zodOf[ref]?.safeParse(example).success, `${key}: ${ref} example is valid`).toBe(true);
+      }
+    }
+    expect([...named].sort()).toEqual(Object.keys(zodOf).sort());
   });
 
   it("documents the resolve operation's problem codes", () => {

@@ -129,6 +129,9 @@ describe("RegistryClient", () => {
     expect(await admin.health()).toEqual({ status: "ok" });
     expect(await admin.readiness()).toMatchObject({ status: "ready" });
     expect(await admin.fleetStatus()).toMatchObject({ replicas: 1, ready_replicas: 1, active_assignments: 1 });
+    expect((await admin.fleetRegions()).regions).toEqual([
+      { region: "eu-west", replicas: 1, ready: 1, draining: 0, offline: 0, expired: 0, open_circuits: 0, ready_capacity: 1, active_assignments: 1 },
+    ]);
     expect(await admin.checkInvariants()).toMatchObject({ healthy: true, violations: [] });
     const bindings = await admin.adminBindings("tenant-a", { limit: 10 });
     expect(bindings.bindings).toEqual([expect.objectContaining({ capability_id: "cap:client.search", instance_id: "cinst_client_a" })]);
