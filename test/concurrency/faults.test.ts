@@ -416,6 +416,7 @@ describe("lock_timeout", () => {
     const operations: [string, () => Promise<unknown>][] = [
       ["aip_get_route", () => registry.getRoute(route.action_id, f.tenant)],
       ["aip_fleet_status", () => registry.fleetStatus()],
+      ["aip_fleet_regions", () => registry.fleetRegions()],
       ["aip_check_invariants", () => dataOnly.checkInvariants()],
       ["aip_schema_status", () => registry.schemaStatus()],
       ["aip_admin_get", () => registry.adminGet("replica", f.replica.a!)],
@@ -440,6 +441,21 @@ describe("lock_timeout", () => {
     } finally {
       await Promise.all([pool.end(), control.end()]);
     }
+  });
+
+  // The rule for entry points added later: every function a runtime role may execute bounds its
+  // own lock waits.
+  it("every function granted to a runtime role sets lock_timeout", async () => {
+    const { rows } = await db.owner.query<{ f: string; lock_timeout: string | null }>(
+      `SELECT p.oid::regprocedure::text AS f,
+              (SELECT c FROM unnest(p.proconfig) c WHERE c LIKE 'lock\\_timeout=%') AS lock_timeout
+       FROM pg_proc p
+       WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%'
+         AND (has_function_privilege('aip_registry_data', p.oid, 'EXECUTE') OR has_function_privilege('aip_registry_control', p.oid, 'EXECUTE'))
+       ORDER BY 1`,
+    );
+    expect(rows.length).toBeGreaterThan(10);
+    expect(rows.filter((r) => r.lock_timeout === null).map((r) => r.f)).toEqual([]);
   });
 });
 
