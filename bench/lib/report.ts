@@ -136,7 +136,7 @@ export function markdown(r: Results): string {
     "",
     "Latencies are per operation as the client sees them, pool queueing included; a cycle is two",
     "round trips. `vs SELECT 1` is throughput over the same target's `SELECT 1` throughput at the",
-    "same concurrency, through the same driver and pool size, in this run.",
+    "same concurrency, through the same driver (and the routing suite's pool for it), in this run.",
     "",
     ...figureTable(r.figures),
   ];
