@@ -119,6 +119,14 @@ function disruptor(t: Target): ((context: DisruptContext) => Promise<void>) | un
 
 async function main() {
   const t = await target();
+  // An error nothing handled would end the process and leave a server of its own running: stop
+  // it first. (In the registry's own code such an error is a bug: the Node server would die too.)
+  const abort = (error: unknown) => {
+    console.error(`soak: uncaught ${String((error as Error)?.stack ?? error)}`);
+    void t.close().finally(() => process.exit(1));
+  };
+  process.on("uncaughtException", abort);
+  process.on("unhandledRejection", abort);
   const disrupt = disruptor(t);
   const reports: ModelReport[] = [];
   const started = Date.now();

@@ -119,7 +119,9 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
     database,
     restart: () => pgCtlCommand("restart -m fast -w -t 120"),
     async stop() {
-      await pgCtlCommand("stop -m fast -w -t 120").catch(() => {});
+      await pgCtlCommand("stop -m fast -w -t 60")
+        .catch(() => pgCtlCommand("stop -m immediate -w -t 60"))
+        .catch(() => {});
       // pg_ctl stopped it. Forget the child the package started (after a restart it exited long
       // ago, and its stop(), also run by the package's exit hook, would wait for it forever).
       (server as unknown as { process?: unknown }).process = undefined;
