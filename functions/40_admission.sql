@@ -21,9 +21,12 @@ LANGUAGE sql STABLE AS $$
   SELECT ROW(NULL, 1, true, NULL, 1000, NULL, 500, 250, 100, 5, 30000, now(), now())::aip_admission_policies
 $$;
 
+-- The binding counter's key: a digest of the JSON array [tenant, capability, instance]. (The
+-- reference joins the three with U+001F, which two different bindings whose IDs contain that
+-- character could share; JSON quoting makes the encoding unambiguous for any IDs.)
 CREATE FUNCTION aip_binding_scope_key(p_tenant_id text, p_capability_id text, p_instance_id text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT aip_sha256(p_tenant_id || chr(31) || p_capability_id || chr(31) || p_instance_id)
+  SELECT aip_sha256(json_build_array(p_tenant_id, p_capability_id, p_instance_id)::text)
 $$;
 
 -- {policy_ref, policy_revision, scopes: [{kind, key, limit}], retry_scope, circuit_failure_threshold,

@@ -8,7 +8,9 @@
 import { z } from "@hono/zod-openapi";
 
 // Strings ---------------------------------------------------------------------------------------
-const noControl = (s: string) => !/[\u0000]/.test(s);
+// NUL cannot be stored, and an unpaired surrogate would be replaced by U+FFFD on its way to the
+// database: two different IDs ("a\ud800", "a\ufffd") must never become the same one.
+const noControl = (s: string) => !/[\u0000]|\p{Cs}/u.test(s);
 
 /** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
 export const Id = (max = 256) =>
@@ -16,7 +18,7 @@ export const Id = (max = 256) =>
     .string()
     .min(1)
     .refine((s) => s.trim() !== "", "must be non-empty")
-    .refine(noControl, "must not contain NUL")
+    .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .refine((s) => new TextEncoder().encode(s).length <= max, `must be at most ${max} bytes`);
 
 export const Label = z
@@ -217,12 +219,12 @@ export const CatalogQuery = z.object({
   q: z
     .string()
     .max(512)
-    .refine(noControl, "must not contain NUL")
+    .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .optional()
     .openapi({ description: "Case-insensitive literal substring of \"id name description\" (`%` and `_` are ordinary characters); trimmed, blank means no filter." }),
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
-  cursor: z.string().max(1100).refine(noControl, "must not contain NUL").optional().openapi({ description: "`next_cursor` of the previous page." }),
+  cursor: z.string().max(1100).refine(noControl, "must not contain NUL or an unpaired surrogate").optional().openapi({ description: "`next_cursor` of the previous page." }),
   limit: z.coerce.number().int().optional().openapi({ description: "Items per page, clamped to [1, 200]; default 100." }),
   max_bytes: z.coerce
     .number()

@@ -40,7 +40,8 @@ export function pgExecutor(pool: pg.Pool): SqlExecutor {
       try {
         return (await client.query<R>(text, params as unknown[])).rows;
       } catch (error) {
-        if (!(error instanceof pg.DatabaseError)) broken = error as Error;
+        // ...except connection failures and administrator shutdowns (SQLSTATE classes 08, 57P).
+        if (!(error instanceof pg.DatabaseError) || /^(08|57P)/.test(error.code ?? "")) broken = error as Error;
         throw error;
       } finally {
         client.release(broken);

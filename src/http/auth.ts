@@ -45,6 +45,8 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
     ...(config.issuer ? { issuer: config.issuer } : {}),
     ...(config.audience ? { audience: config.audience } : {}),
     clockTolerance: 5,
+    // A token without an expiry would be valid forever.
+    requiredClaims: ["exp"],
   };
   return async (token) => {
     let payload: JWTPayload;
@@ -55,7 +57,7 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
       throw new RegistryError("unauthorized", `invalid bearer token: ${(error as Error).message}`);
     }
     const tenant = payload.tenant_id;
-    if (tenant !== undefined && (typeof tenant !== "string" || tenant.trim() === "" || tenant.length > 256 || tenant.includes("\u0000"))) {
+    if (tenant !== undefined && (typeof tenant !== "string" || tenant.trim() === "" || tenant.length > 256 || /[\u0000]|\p{Cs}/u.test(tenant))) {
       throw new RegistryError("unauthorized", "invalid bearer token: tenant_id claim must be a non-empty string");
     }
     const scope = typeof payload.scope === "string" ? payload.scope : "";

@@ -45,7 +45,7 @@ function validatorRevision(c: Context<AppEnv>, digest: string): number | "any" |
     const tag = candidate.trim();
     if (tag === "*") return "any";
     const match = ETAG.exec(tag);
-    if (match?.[2] === digest) newest = Math.max(newest ?? 0, Number(match[1]));
+    if (match?.[2] === digest && Number.isSafeInteger(Number(match[1]))) newest = Math.max(newest ?? 0, Number(match[1]));
   }
   return newest;
 }
