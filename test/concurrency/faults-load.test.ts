@@ -53,7 +53,6 @@ it("random backend terminations during a load run: only retryable refusals, one 
   let terminated = 0;
   const reports = await modelUnder(db, "kill", 2, async ({ owner, database, running }) => {
     while (running()) {
-      await sleep(15 + Math.random() * 40);
       // Any runtime-role session of this database: the workers', mid-statement or idle.
       const { rows } = await owner
         .query<{ done: boolean }>(
@@ -64,6 +63,7 @@ it("random backend terminations during a load run: only retryable refusals, one 
         )
         .catch(() => ({ rows: [] as { done: boolean }[] }));
       if (rows[0]?.done) terminated++;
+      await sleep(5 + Math.random() * 30);
     }
   });
   const summary = summarize(reports);
@@ -92,7 +92,8 @@ describe.runIf(restartable)("the database server restarts during a load run", ()
   const restartDuring = (name: string, restart: (context: DisruptContext) => Promise<string>) => async () => {
     const restarts: string[] = [];
     const reports = await modelUnder(own, name, 1, async (context) => {
-      await sleep(300);
+      // A quarter into the plan, so the restart lands on work in flight however fast the machine.
+      while (context.running() && context.progress() < 0.25) await sleep(5);
       if (!context.running()) return context.note("the workers finished before the restart");
       restarts.push(await restart(context));
       await waitForDatabase(context.owner);

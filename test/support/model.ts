@@ -241,6 +241,8 @@ export interface DisruptContext {
   database: string;
   /** True while the workers run. */
   running: () => boolean;
+  /** The share of the plan's commands already executed, 0 to 1. */
+  progress: () => number;
   note: (line: string) => void;
 }
 
@@ -646,7 +648,14 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
         await sleep(5);
       }
     })();
-    const disruption = options.disrupt?.({ owner, database, running: () => running, note: (line) => report.notes.push(line) });
+    let executedCommands = 0;
+    const disruption = options.disrupt?.({
+      owner,
+      database,
+      running: () => running,
+      progress: () => executedCommands / Math.max(1, report.commands),
+      note: (line) => report.notes.push(line),
+    });
 
     const latency: Record<string, number> = {};
     const executed: Record<string, number> = {};
@@ -658,6 +667,7 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
           const began = Date.now();
           try {
             await execute(w, gateways[w]!, command);
+            executedCommands++;
             latency[command.kind] = (latency[command.kind] ?? 0) + Date.now() - began;
             executed[command.kind] = (executed[command.kind] ?? 0) + 1;
           } catch (error) {
