@@ -49,7 +49,7 @@ async function main() {
   const bundle = await buildWorkerBundle(outdir);
   console.log(`bundle: ${(bundle.rawBytes / 1024).toFixed(1)} KiB raw, ${(bundle.gzipBytes / 1024).toFixed(1)} KiB gzip`);
 
-  const database = await prepareLocalWorkerDatabase(ownerUrl.toString(), { data: "aip_bench_data", control: "aip_bench_control", password: "aip-bench-password" });
+  const database = await prepareLocalWorkerDatabase(ownerUrl.toString(), { data: "aip_coldstart_data", control: "aip_coldstart_control", password: "aip-bench-password" });
   const proxy = await startNeonProxy({ pgHost: admin.hostname, pgPort: Number(admin.port || 5432) });
   const token = await mintToken(SECRET, { subject: "bench", scopes: ["catalog:read", "fleet:read"], tenantId: "tenant-bench" });
   const get = (mf: Miniflare, path: string) =>
@@ -113,7 +113,7 @@ async function main() {
     const client = new pg.Client({ connectionString: admin.toString() });
     await client.connect();
     await client.query(`DROP DATABASE IF EXISTS ${scratch} WITH (FORCE)`);
-    for (const role of ["aip_bench_data", "aip_bench_control"]) await client.query(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
+    for (const role of ["aip_coldstart_data", "aip_coldstart_control"]) await client.query(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
     await client.end();
     await rm(outdir, { recursive: true, force: true });
   }

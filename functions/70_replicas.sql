@@ -18,8 +18,13 @@
 -- active_assignments is registry-owned: no transition sets it, offline subtracts exactly the
 -- routes it settled (a route another transaction holds is skipped, and counted until it is
 -- settled), so a takeover inherits the count of the routes still reserved.
+--
+-- Who may drive a replica: p_peer_principal_id is the caller's verified host principal (the
+-- token's peer_principal_id claim); a replica provisioned for another principal is
+-- indistinguishable from one that does not exist. NULL is operator authority (registry:admin,
+-- or a caller with direct database access), which may drive any replica.
 
-CREATE FUNCTION aip_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb) RETURNS json
+CREATE FUNCTION aip_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb, p_peer_principal_id text DEFAULT NULL) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '2s' AS $$
@@ -53,7 +58,9 @@ BEGIN
   v_normalized := jsonb_build_object('operation', p_operation, 'previous_sequence', v_previous,
                                      'lease_ttl_ms', CASE WHEN p_operation = 'offline' THEN NULL ELSE v_ttl_ms END);
 
-  SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = p_replica_id FOR UPDATE;
+  SELECT * INTO r FROM aip_connector_replicas
+  WHERE replica_id = p_replica_id AND (p_peer_principal_id IS NULL OR peer_principal_id = p_peer_principal_id)
+  FOR UPDATE;
   IF NOT FOUND THEN
     PERFORM aip_fail('not-found', format('connector replica `%s` is not provisioned', p_replica_id),
                      jsonb_build_object('replica_id', p_replica_id));

@@ -88,7 +88,8 @@ $$;
 -- Aggregates only: region labels are topology, not record identifiers.
 CREATE FUNCTION aip_fleet_regions(p_limit integer) RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
   WITH now AS (SELECT aip_now() AS at),
   per AS (
     SELECT r.region,

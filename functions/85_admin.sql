@@ -95,6 +95,8 @@ SET lock_timeout = '2s' AS $$
     'schema_version', (SELECT max(version) FROM aip_schema_migrations),
     'functions_checksum', f.checksum,
     'functions_intact', f.installed_digest = aip_installed_functions_digest(),
-    'catalog_revision', (SELECT revision FROM aip_catalog_revision WHERE singleton))
+    'catalog_revision', (SELECT revision FROM aip_catalog_revision WHERE singleton),
+    -- The caller's session setting: a runtime login role without one has unbounded statements.
+    'statement_timeout', current_setting('statement_timeout'))
   FROM aip_schema_functions f WHERE f.singleton
 $$;

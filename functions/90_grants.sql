@@ -31,7 +31,7 @@ GRANT EXECUTE ON FUNCTION
   aip_resolve_route(text, text, text, jsonb),
   aip_get_route(text, text),
   aip_settle_route(text, text, jsonb, text),
-  aip_replica_lifecycle(text, text, jsonb),
+  aip_replica_lifecycle(text, text, jsonb, text),
   aip_expire_leases(integer),
   aip_fleet_status(),
   aip_fleet_regions(integer),

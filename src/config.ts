@@ -27,7 +27,10 @@ export const ConfigSchema = z.object({
   DATA_DIR: z.string().optional().transform((v) => v ?? ".data"),
   MIGRATE_ON_START: flag(true),
   DB_POOL_MAX: int(16, 1, 1000),
-  DB_STATEMENT_TIMEOUT_MS: int(10_000, 100, 600_000),
+  /** 0 sends no statement_timeout (poolers refuse startup parameters: set it on the login role). */
+  DB_STATEMENT_TIMEOUT_MS: int(10_000, 0, 600_000),
+  /** Publications of large manifests take longer than data-plane calls. */
+  CONTROL_DB_STATEMENT_TIMEOUT_MS: int(60_000, 0, 3_600_000),
   BODY_LIMIT_BYTES: int(256 * 1024, 1024, 64 * 1024 * 1024),
   ADMIN_BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
   LEASE_MAINTENANCE_INTERVAL_MS: int(1000, 0, 3_600_000),

@@ -60,12 +60,13 @@ async function openDatabase(config: Config, log: Log) {
     const report = await withPgSession(config.CONTROL_DATABASE_URL ?? config.DATABASE_URL, (session) => migrate(session, { log }));
     log(`schema version ${report.schemaVersion}${report.applied.length ? ` (applied ${report.applied.join(", ")})` : ""}`);
   }
-  const poolOptions = { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS };
-  const dataPool: pg.Pool = createPgPool(config.DATABASE_URL, poolOptions);
-  const controlPool: pg.Pool =
-    config.CONTROL_DATABASE_URL && config.CONTROL_DATABASE_URL !== config.DATABASE_URL
-      ? createPgPool(config.CONTROL_DATABASE_URL, { ...poolOptions, max: Math.min(4, config.DB_POOL_MAX) })
-      : dataPool;
+  const dataPool: pg.Pool = createPgPool(config.DATABASE_URL, { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
+  // Always a pool of its own, even on the same URL: publications get their longer timeout and
+  // can never take the data plane's connections.
+  const controlPool: pg.Pool = createPgPool(config.CONTROL_DATABASE_URL ?? config.DATABASE_URL, {
+    max: Math.min(4, config.DB_POOL_MAX),
+    statementTimeoutMs: config.CONTROL_DB_STATEMENT_TIMEOUT_MS,
+  });
   const registry = new Registry({ data: pgExecutor(dataPool), control: pgExecutor(controlPool) });
   const usage = (pool: pg.Pool, name: string): PoolUsage => ({
     pool: name,
@@ -77,10 +78,10 @@ async function openDatabase(config: Config, log: Log) {
   return {
     registry,
     embedded: false,
-    pools: (): PoolUsage[] => (controlPool === dataPool ? [usage(dataPool, "data")] : [usage(dataPool, "data"), usage(controlPool, "control")]),
+    pools: (): PoolUsage[] => [usage(dataPool, "data"), usage(controlPool, "control")],
     close: async () => {
       await dataPool.end();
-      if (controlPool !== dataPool) await controlPool.end();
+      await controlPool.end();
     },
   };
 }
@@ -149,7 +150,6 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
   const ttlSeconds = 30 * 24 * 3600;
   const admin = await mintToken(secret, { subject: "dev-operator", scopes: ["registry:admin", "fleet:read"], ttlSeconds });
   const tenant = await mintToken(secret, { subject: "dev-gateway", tenantId: "tenant-a", scopes: ["catalog:read", "routes:write", "routes:read"], ttlSeconds });
-  const host = await mintToken(secret, { subject: "dev-connector-host", scopes: ["replicas:write"], ttlSeconds });
   log(
     [
       "",
@@ -157,7 +157,8 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
       "Development tokens (valid 30 days):",
       `  ADMIN_TOKEN=${admin}`,
       `  TENANT_TOKEN=${tenant}      # tenant_id=tenant-a`,
-      `  HOST_TOKEN=${host}`,
+      "Connector hosts get tokens bound to their replica's peer principal:",
+      "  npx aip-registry token --scope replicas:write --peer-principal <peer_principal_id>",
       "Try:",
       `  curl -s ${url}/readyz`,
       `  curl -s -H "Authorization: Bearer $TENANT_TOKEN" ${url}/v1/catalog/capabilities`,

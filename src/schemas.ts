@@ -508,5 +508,6 @@ export const SchemaStatus = z.object({
   functions_checksum: z.string().nullable(),
   functions_intact: z.boolean().nullable(),
   catalog_revision: Revision,
+  statement_timeout: z.string().optional(),
 });
 export type SchemaStatus = z.infer<typeof SchemaStatus>;

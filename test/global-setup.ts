@@ -87,6 +87,8 @@ export default async function setup(project: TestProject) {
     maxConnections: 100,
   };
   const admin = new pg.Client({ connectionString: info.adminUrl });
+  // The session may be ended under us (fault tests); an unhandled 'error' would end the run.
+  admin.on("error", () => {});
   await admin.connect();
   const { rows } = await admin.query<{ max: string }>("SELECT current_setting('max_connections') AS max");
   info.maxConnections = Number(rows[0]?.max ?? info.maxConnections);
@@ -109,6 +111,7 @@ export default async function setup(project: TestProject) {
   await admin.query(`CREATE DATABASE ${workerDatabase} TEMPLATE ${info.template}`);
   const pgUrl = new URL(info.adminUrl);
   const proxy = await startNeonProxy({ pgHost: pgUrl.hostname, pgPort: Number(pgUrl.port || 5432) });
+  await admin.end();
 
   project.provide("pgServer", info);
   project.provide("neonProxyUrl", proxy.url);
@@ -116,6 +119,10 @@ export default async function setup(project: TestProject) {
 
   return async () => {
     await proxy.close();
+    // A fresh session for teardown: the setup's may be long gone.
+    const admin = new pg.Client({ connectionString: info.adminUrl });
+    admin.on("error", () => {});
+    await admin.connect();
     const { rows: databases } = await admin.query<{ datname: string }>(
       "SELECT datname FROM pg_database WHERE datname LIKE $1 OR datname = $2",
       [`aip\\_t\\_${run}\\_%`, info.template],

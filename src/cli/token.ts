@@ -28,6 +28,8 @@ export async function token(ctx: CommandContext): Promise<number> {
   const scopes = [...new Set(requested)];
   const tenant = str(values, "tenant");
   if (tenant !== undefined && tenant.trim() === "") throw new UsageError("--tenant must not be empty");
+  const peer = str(values, "peer-principal");
+  if (peer !== undefined && peer.trim() === "") throw new UsageError("--peer-principal must not be empty");
   const ttlSeconds = parseTtl(str(values, "ttl") ?? "1h");
   const subject = str(values, "subject") ?? "aip-registry-cli";
 
@@ -40,12 +42,13 @@ export async function token(ctx: CommandContext): Promise<number> {
     scopes,
     ttlSeconds,
     ...(tenant ? { tenantId: tenant } : {}),
+    ...(peer ? { peerPrincipalId: peer } : {}),
     ...(ctx.env.AUTH_ISSUER ? { issuer: ctx.env.AUTH_ISSUER } : {}),
     ...(ctx.env.AUTH_AUDIENCE ? { audience: ctx.env.AUTH_AUDIENCE } : {}),
   });
   if (values.json === true) {
     const expiresAt = new Date(Date.now() + ttlSeconds * 1000).toISOString();
-    ctx.io.out(JSON.stringify({ token: jwt, subject, tenant_id: tenant ?? null, scopes, expires_at: expiresAt }));
+    ctx.io.out(JSON.stringify({ token: jwt, subject, tenant_id: tenant ?? null, peer_principal_id: peer ?? null, scopes, expires_at: expiresAt }));
   } else if (values.dashboard === true) {
     // The fragment never leaves the browser; the page moves it to sessionStorage and clears it.
     ctx.io.out(`${registryUrl(ctx)}/dashboard#token=${jwt}`);

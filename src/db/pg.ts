@@ -8,7 +8,11 @@ import type { MigrationSession } from "./migrate.js";
 
 export interface PgPoolOptions {
   max?: number;
-  /** Server-side statement_timeout for every session of the pool. */
+  /**
+   * Server-side statement_timeout for every session of the pool, sent as a startup parameter;
+   * 0 sends none (PgBouncer and Neon's pooled endpoints refuse startup parameters: set it on the
+   * login role instead).
+   */
   statementTimeoutMs?: number;
   connectionTimeoutMs?: number;
   applicationName?: string;
@@ -18,7 +22,7 @@ export function createPgPool(connectionString: string, options: PgPoolOptions = 
   const pool = new pg.Pool({
     connectionString,
     max: options.max ?? 16,
-    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    ...((options.statementTimeoutMs ?? 10_000) > 0 ? { statement_timeout: options.statementTimeoutMs ?? 10_000 } : {}),
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? "aip-registry",
@@ -35,15 +39,28 @@ export function pgExecutor(pool: pg.Pool): SqlExecutor {
       // Not pool.query(): pg-pool destroys the connection after ANY query error, and every
       // refusal the registry raises in SQL (400, 409, 429 ...) is a query error. A server-reported
       // error leaves the session healthy; only other failures may have broken it.
-      const client = await pool.connect();
       let broken: Error | undefined;
+      // A checked-out client has no 'error' listener of the pool's: if the server ends the session
+      // meanwhile (termination, restart, failover), an unhandled 'error' event would kill the
+      // process. The callback form hands the client over synchronously, before its next event.
+      const onError = (error: Error) => {
+        broken ??= error;
+      };
+      const client = await new Promise<pg.PoolClient>((resolve, reject) =>
+        pool.connect((error, connected) => {
+          if (error || !connected) return reject(error ?? new Error("no connection"));
+          connected.on("error", onError);
+          resolve(connected);
+        }),
+      );
       try {
         return (await client.query<R>(text, params as unknown[])).rows;
       } catch (error) {
         // ...except connection failures and administrator shutdowns (SQLSTATE classes 08, 57P).
-        if (!(error instanceof pg.DatabaseError) || /^(08|57P)/.test(error.code ?? "")) broken = error as Error;
+        if (!(error instanceof pg.DatabaseError) || /^(08|57P)/.test(error.code ?? "")) broken ??= error as Error;
         throw error;
       } finally {
+        client.removeListener("error", onError);
         client.release(broken);
       }
     },

@@ -11,6 +11,8 @@ export interface SchemaVerdict {
   schema_version: number | null;
   functions_checksum: string | null;
   catalog_revision: number | null;
+  /** The session's statement_timeout as PostgreSQL reports it ("0" means unbounded: configure the login role). */
+  statement_timeout: string | null;
 }
 
 export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
@@ -19,6 +21,7 @@ export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
     schema_version: status?.schema_version ?? null,
     functions_checksum: status?.functions_checksum ?? null,
     catalog_revision: status?.catalog_revision ?? null,
+    statement_timeout: status?.statement_timeout ?? null,
   };
   if (!status || status.schema_version !== SCHEMA_VERSION) {
     return { ok: false, reason: `database schema version ${verdict.schema_version} does not match required version ${SCHEMA_VERSION}`, ...verdict };

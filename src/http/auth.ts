@@ -13,6 +13,8 @@ export interface Principal {
   subject: string;
   /** From the `tenant_id` claim only; null when the token carries none. */
   tenantId: string | null;
+  /** From the `peer_principal_id` claim only: the connector host this token speaks for. */
+  peerPrincipalId: string | null;
   scopes: ReadonlySet<string>;
 }
 
@@ -56,15 +58,28 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
     } catch (error) {
       throw new RegistryError("unauthorized", `invalid bearer token: ${(error as Error).message}`);
     }
-    const tenant = payload.tenant_id;
-    if (tenant !== undefined && (typeof tenant !== "string" || tenant.trim() === "" || tenant.length > 256 || /[\u0000]|\p{Cs}/u.test(tenant))) {
-      throw new RegistryError("unauthorized", "invalid bearer token: tenant_id claim must be a non-empty string");
-    }
+    const tenant = identityClaim(payload, "tenant_id", 256);
+    const peer = identityClaim(payload, "peer_principal_id", 512);
     const scope = typeof payload.scope === "string" ? payload.scope : "";
     return {
       subject: typeof payload.sub === "string" ? payload.sub : "",
-      tenantId: (tenant as string | undefined) ?? null,
+      tenantId: tenant,
+      peerPrincipalId: peer,
       scopes: new Set(scope.split(" ").filter(Boolean)),
     };
   };
+}
+
+/**
+ * An identity claim: absent (null), or a non-empty string without NUL or unpaired surrogates
+ * (which the database would turn into U+FFFD, making two identities one). Anything else makes
+ * the token invalid rather than anonymous.
+ */
+function identityClaim(payload: JWTPayload, name: string, maxLength: number): string | null {
+  const value = payload[name];
+  if (value === undefined) return null;
+  if (typeof value !== "string" || value.trim() === "" || value.length > maxLength || /[\u0000]|\p{Cs}/u.test(value)) {
+    throw new RegistryError("unauthorized", `invalid bearer token: ${name} claim must be a non-empty string`);
+  }
+  return value;
 }

@@ -9,6 +9,8 @@ export interface TokenClaims {
   subject: string;
   scopes: Scope[] | string[];
   tenantId?: string;
+  /** Binds a connector-host token to the replicas provisioned for this peer principal. */
+  peerPrincipalId?: string;
   issuer?: string;
   audience?: string;
   /** Lifetime in seconds (default one hour). */
@@ -16,7 +18,11 @@ export interface TokenClaims {
 }
 
 export async function mintToken(secret: string, claims: TokenClaims): Promise<string> {
-  const jwt = new SignJWT({ scope: claims.scopes.join(" "), ...(claims.tenantId ? { tenant_id: claims.tenantId } : {}) })
+  const jwt = new SignJWT({
+    scope: claims.scopes.join(" "),
+    ...(claims.tenantId ? { tenant_id: claims.tenantId } : {}),
+    ...(claims.peerPrincipalId ? { peer_principal_id: claims.peerPrincipalId } : {}),
+  })
     .setProtectedHeader({ alg: "HS256", typ: "JWT" })
     .setSubject(claims.subject)
     .setIssuedAt()

@@ -119,8 +119,12 @@ export class Registry {
     return this.data("aip_settle_route($1::text, $2::text, $3::jsonb, $4::text)", [actionId, tenantId, json(assignment), outcome]);
   }
 
-  replicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest): Promise<LifecycleResult> {
-    return this.data("aip_replica_lifecycle($1::text, $2::text, $3::jsonb)", [replicaId, operation, json(request)]);
+  /**
+   * `peerPrincipalId`: the calling host's verified principal; only a replica provisioned for it
+   * is found. Omitted (null): operator authority over every replica.
+   */
+  replicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest, peerPrincipalId: string | null = null): Promise<LifecycleResult> {
+    return this.data("aip_replica_lifecycle($1::text, $2::text, $3::jsonb, $4::text)", [replicaId, operation, json(request), peerPrincipalId]);
   }
 
   expireLeases(limit: number): Promise<{ expired: number; released: number }> {

@@ -16,6 +16,7 @@ const Ready = z
     schema_version: z.number().int().nullable(),
     functions_checksum: z.string().nullable(),
     catalog_revision: z.number().int().nullable(),
+    statement_timeout: z.string().nullable().optional().openapi({ description: "The data role's statement_timeout; \"0\" means statements are unbounded: set it on the login role." }),
   })
   .openapi("Readiness");
 
@@ -48,7 +49,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
         return ok ? c.json({ status: "ready" as const, ...rest }, 200) : c.json({ status: "not_ready" as const, ...rest }, 503);
       } catch (error) {
         const reason = fromDatabaseError(error).message;
-        return c.json({ status: "not_ready" as const, reason, schema_version: null, functions_checksum: null, catalog_revision: null }, 503);
+        return c.json({ status: "not_ready" as const, reason, schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null }, 503);
       }
     },
   );

@@ -1,9 +1,14 @@
 /**
  * Connector-host lifecycle (scope replicas:write): register, heartbeat, drain, offline.
+ *
+ * A host token speaks for one peer principal (its `peer_principal_id` claim) and can drive only
+ * the replicas provisioned for that principal; any other replica is 404, as if it did not exist.
+ * An operator (registry:admin) may drive any replica, e.g. to take a misbehaving one offline.
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
+import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";
 import { bearer, json, jsonBody, pathId, problems } from "./common.js";
@@ -24,9 +29,11 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
         "`heartbeat`, `drain` and `offline` need `previous_sequence`; a stale one is a 409 carrying the current `sequence`. " +
         "Every transition advances the sequence by one; leases (`lease_ttl_ms`, 1000 to 300000, default 30000) run on the " +
         "database clock; the catalog revision never moves. Replaying the last `request_id` with the same payload returns " +
-        "the same answer and changes nothing; with another payload it is a 409.",
+        "the same answer and changes nothing; with another payload it is a 409. A host token (`replicas:write`) must carry " +
+        "`peer_principal_id` and reaches only the replicas provisioned for that principal (others are 404); an operator " +
+        "token (`registry:admin`) may drive any replica.",
       security: bearer,
-      middleware: [requireScope("replicas:write")],
+      middleware: [requireScope("replicas:write", "registry:admin")],
       request: {
         params: z.object({
           replica_id: pathId("replica_id", "crepl_0190f3a2c1d04b7e9f1a2b3c4d5e6f70"),
@@ -38,7 +45,15 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     }),
     async (c) => {
       const { replica_id, operation } = c.req.valid("param");
-      return c.json(await registry.replicaLifecycle(replica_id, operation, c.req.valid("json")), 200);
+      const principal = c.get("principal");
+      let peer: string | null = principal.peerPrincipalId;
+      if (!peer) {
+        if (!principal.scopes.has("registry:admin")) {
+          throw new RegistryError("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas");
+        }
+        peer = null; // operator authority
+      }
+      return c.json(await registry.replicaLifecycle(replica_id, operation, c.req.valid("json"), peer), 200);
     },
   );
 }

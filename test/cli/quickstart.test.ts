@@ -17,7 +17,8 @@ vi.setConfig({ testTimeout: 240_000, hookTimeout: 240_000 });
 /** The README's commands after `npm start`, run by bash in the second terminal. */
 const QUICK_START = [
   "npx aip-registry apply -f examples/fleet.yaml",
-  `curl -s -X POST http://127.0.0.1:8787/v1/replicas/crepl_tenant_a_crm_euw1a/register \\
+  `HOST_TOKEN=$(npx aip-registry token --scope replicas:write --peer-principal service:crm-euw1a.tenant-a)
+curl -s -X POST http://127.0.0.1:8787/v1/replicas/crepl_tenant_a_crm_euw1a/register \\
   -H "Authorization: Bearer $HOST_TOKEN" -H 'Content-Type: application/json' \\
   -d '{"request_id": "msg_quickstart_register_1", "lease_ttl_ms": 300000}'`,
   `curl -s -X PUT http://127.0.0.1:8787/v1/routes/act_quickstart_1 \\
@@ -50,8 +51,8 @@ beforeAll(async () => {
   server.stdout?.on("data", (chunk: Buffer) => (serverOutput += chunk.toString()));
   server.stderr?.on("data", (chunk: Buffer) => (serverOutput += chunk.toString()));
   const deadline = Date.now() + 200_000;
-  while (!/HOST_TOKEN=\S+/.test(serverOutput) && server.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  if (!/HOST_TOKEN=\S+/.test(serverOutput)) throw new Error(`npm start did not print its tokens:\n${serverOutput}`);
+  while (!/TENANT_TOKEN=\S+/.test(serverOutput) && server.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  if (!/TENANT_TOKEN=\S+/.test(serverOutput)) throw new Error(`npm start did not print its tokens:\n${serverOutput}`);
 });
 
 afterAll(async () => {
@@ -67,7 +68,7 @@ it("goes from npm start to a resolved route with the documented commands", async
   expect(serverOutput).toContain(`aip-registry listening on http://127.0.0.1:${port} (embedded PGlite)`);
   const token = (name: string) => new RegExp(`^\\s*${name}=(\\S+)`, "m").exec(serverOutput)?.[1] as string;
   // The user pastes the printed token lines into the second terminal.
-  const env = cleanEnv({ ADMIN_TOKEN: token("ADMIN_TOKEN"), TENANT_TOKEN: token("TENANT_TOKEN"), HOST_TOKEN: token("HOST_TOKEN"), DATA_DIR: dataDir, PORT: String(port) });
+  const env = cleanEnv({ ADMIN_TOKEN: token("ADMIN_TOKEN"), TENANT_TOKEN: token("TENANT_TOKEN"), DATA_DIR: dataDir, PORT: String(port) });
   const [apply, register, resolve] = QUICK_START.map((command) => command.replaceAll("127.0.0.1:8787", `127.0.0.1:${port}`));
 
   const applied = await bash(apply as string, env);

@@ -7,13 +7,13 @@
 import { expect } from "vitest";
 import { sha256Digest } from "../../src/canonical-json.js";
 import type { Scope } from "../../src/http/auth.js";
-import { attestation, binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, hostPrincipal, instance, policy, replica, version } from "../support/fleet.js";
 
 export interface ConformanceTarget {
   /** Sends one request to the API under test; `path` starts with `/`. */
   fetch(path: string, init?: RequestInit): Promise<Response>;
   /** An HS256 token the API under test accepts. */
-  mintToken(claims: { scopes: Scope[]; tenantId?: string; subject?: string }): Promise<string>;
+  mintToken(claims: { scopes: Scope[]; tenantId?: string; subject?: string; peerPrincipalId?: string }): Promise<string>;
   /** Unique per run: every ID and tenant the suite creates starts with it. */
   prefix: string;
 }
@@ -55,7 +55,9 @@ export class Api {
   }
 
   admin = () => this.target.mintToken({ subject: "conformance-operator", scopes: ["registry:admin", "fleet:read"] });
-  host = () => this.target.mintToken({ subject: "conformance-host", scopes: ["replicas:write"] });
+  /** The connector host that test/support/fleet.ts provisions `replicaId` for. */
+  host = (replicaId: string) =>
+    this.target.mintToken({ subject: hostPrincipal(replicaId), scopes: ["replicas:write"], peerPrincipalId: hostPrincipal(replicaId) });
   fleetReader = () => this.target.mintToken({ subject: "conformance-observer", scopes: ["fleet:read"] });
   tenant = (tenantId: string, scopes: Scope[] = ["catalog:read", "routes:write", "routes:read"]) =>
     this.target.mintToken({ subject: `gateway-${tenantId}`, tenantId, scopes });
@@ -68,7 +70,7 @@ export class Api {
   }
 
   async lifecycle(replicaId: string, operation: string, body: Record<string, unknown>) {
-    return this.call("POST", `/v1/replicas/${encodeURIComponent(replicaId)}/${operation}`, { token: await this.host(), body });
+    return this.call("POST", `/v1/replicas/${encodeURIComponent(replicaId)}/${operation}`, { token: await this.host(replicaId), body });
   }
 
   async catalogRevision(): Promise<number> {

@@ -131,7 +131,7 @@ describe("transitions and fences", () => {
     // No live lease: heartbeat and drain are refused (carrying the sequence); register starts over.
     for (const operation of ["heartbeat", "drain"] as const) {
       const error = await expectProblem(lifecycle(db.registry, id, operation, { previous_sequence: 6 }), "conflict");
-      expect(error.extensions).toMatchObject({ status: "offline", sequence: 6 });
+      expect(error.extensions).toMatchObject({ replica_status: "offline", sequence: 6 });
     }
     expect(await lifecycle(db.registry, id, "register")).toMatchObject({ status: "ready", sequence: 7 });
   });

@@ -31,7 +31,7 @@ const DATA_FUNCTIONS = [
   "aip_fleet_regions(integer)",
   "aip_fleet_status()",
   "aip_get_route(text,text)",
-  "aip_replica_lifecycle(text,text,jsonb)",
+  "aip_replica_lifecycle(text,text,jsonb,text)",
   "aip_resolve_route(text,text,text,jsonb)",
   "aip_schema_status()",
   "aip_settle_route(text,text,jsonb,text)",

@@ -37,7 +37,7 @@ beforeAll(async () => {
   api = createTestApi(db.registry);
   admin = await api.adminToken();
   tenant = await api.tenantToken(TENANT);
-  host = await api.hostToken();
+  host = await api.hostTokenFor("crepl_sec");
   tokensUsed.push(admin, tenant, host);
   const published = await api.call("POST", "/v1/admin/publications", {
     token: admin,

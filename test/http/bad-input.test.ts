@@ -169,7 +169,7 @@ describe("POST /v1/admin/publications refuses", () => {
 
   it("a token without the registry:admin scope with 403 forbidden", async () => {
     const body = JSON.stringify({ changes: [validChange] });
-    for (const token of [await api.tenantToken("tenant-a"), await api.hostToken(), await api.token({ scopes: ["fleet:read"] }), await api.token({ scopes: [] })]) {
+    for (const token of [await api.tenantToken("tenant-a"), await api.token({ scopes: ["replicas:write"] }), await api.token({ scopes: ["fleet:read"] }), await api.token({ scopes: [] })]) {
       await expectProblem(await post(body, undefined, token), 403, "forbidden");
     }
   });
@@ -205,7 +205,7 @@ describe("POST /v1/admin/publications refuses", () => {
 describe("no request produces a 500", () => {
   it("across every route, with malformed paths, queries, bodies and tokens", async () => {
     const tenant = await api.tenantToken("tenant-a");
-    const host = await api.hostToken();
+    const host = await api.token({ scopes: ["replicas:write"], peerPrincipalId: "service:bad-input-host" });
     const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
     const requests: [string, string, string | undefined, string | undefined][] = [];
     const bodies = ["{", "[]", "null", '{"a":1}', deep, `{"x":${deep}}`, '"\\ud800"', '{"s":"\\u0000"}', "1e400"];

@@ -22,14 +22,12 @@ const tenantOf = (p: string) => `t:${p}`;
 let db: TestDatabase;
 let api: TestApi;
 let admin: string;
-let host: string;
 let tables: string[];
 
 beforeAll(async () => {
   db = await createTestDatabase();
   api = createTestApi(db.registry);
   admin = await api.adminToken();
-  host = await api.hostToken();
   tables = Object.keys((await registryState(db.owner)).tables);
   const changes: Record<string, unknown>[] = [
     connectorType("ctype_sql"),
@@ -89,6 +87,8 @@ describe("payloads in record fields are stored and read back verbatim", () => {
 
   it("through the replica lifecycle (replica IDs and request IDs), replays included", async () => {
     for (const p of PAYLOADS) {
+      // The host's principal claim carries the payload too.
+      const host = await api.hostToken(`service:${p}`);
       const first = await api.call("POST", `/v1/replicas/${enc(`crepl_${p}`)}/register`, { token: host, body: { request_id: p, lease_ttl_ms: 300_000 } });
       const text = await first.text();
       expect(first.status, text).toBe(200);

@@ -28,7 +28,7 @@ beforeAll(async () => {
   await publishSimpleFleet(db.registry, { prefix: "ho", tenants: ["tenant-ho", "tenant-\ufffd"] });
   tenant = await api.tenantToken("tenant-ho");
   admin = await api.adminToken();
-  host = await api.hostToken();
+  host = await api.hostTokenFor("crepl_ho_tenant-ho");
 });
 afterAll(() => db?.close());
 

@@ -146,7 +146,7 @@ describe("a forged tenant", () => {
       ["PUT", "/v1/routes/act_iso_forge_1", attacker, { capability_id: SHARED, tenant_id: VICTIM }],
       ["PUT", "/v1/routes/act_iso_forge_1", attacker, { capability_id: SHARED, topology: { tenant_id: VICTIM } }],
       ["POST", `/v1/routes/${VICTIM_ACTION}/settlement`, attacker, { assignment: stolen, outcome: "completed", tenant_id: VICTIM }],
-      ["POST", "/v1/replicas/crepl_iso_victim/heartbeat", await api.hostToken(), { request_id: "msg_iso_forge", previous_sequence: 1, tenant_id: VICTIM }],
+      ["POST", "/v1/replicas/crepl_iso_victim/heartbeat", await api.hostTokenFor("crepl_iso_victim"), { request_id: "msg_iso_forge", previous_sequence: 1, tenant_id: VICTIM }],
     ];
     for (const [method, path, token, body] of cases) {
       const problem = await refusal(await api.call(method, path, { token, body }), 400, "invalid", [VICTIM_ACTION, VICTIM, SHARED]);

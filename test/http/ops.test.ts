@@ -58,7 +58,7 @@ describe("operations endpoints", () => {
     const first = await readyz(api);
     expect(first).toEqual({
       status: 200,
-      body: { status: "ready", schema_version: SCHEMA_VERSION, functions_checksum: FUNCTIONS_CHECKSUM, catalog_revision: 0 },
+      body: { status: "ready", schema_version: SCHEMA_VERSION, functions_checksum: FUNCTIONS_CHECKSUM, catalog_revision: 0, statement_timeout: "10s" },
     });
     await db.registry.publish([connectorType("ctype_ops")]);
     expect((await readyz(api)).body.catalog_revision).toBe(1);

@@ -10,18 +10,17 @@ import { provisionFleet, replicaRow } from "../support/replicas.js";
 
 let db: TestDatabase;
 let api: TestApi;
-let host: string;
 let replicas: string[];
 beforeAll(async () => {
   db = await createTestDatabase();
   api = createTestApi(db.registry);
-  host = await api.hostToken();
   replicas = (await provisionFleet(db.registry, { prefix: "h", replicasPerTenant: 4 })).replicas;
 });
 afterAll(() => db?.close());
 
-const post = (replicaId: string, operation: string, body: unknown, token = host) =>
-  api.call("POST", `/v1/replicas/${replicaId}/${operation}`, { token, body });
+/** Posts as the host the replica was provisioned for, unless another token is given. */
+const post = async (replicaId: string, operation: string, body: unknown, token?: string) =>
+  api.call("POST", `/v1/replicas/${replicaId}/${operation}`, { token: token ?? (await api.hostTokenFor(replicaId)), body });
 
 async function problem(response: Response, status: number, code: string) {
   expect(response.status).toBe(status);
@@ -32,13 +31,28 @@ async function problem(response: Response, status: number, code: string) {
 }
 
 describe("authorization", () => {
-  it("needs a token with replicas:write", async () => {
+  it("needs a token with replicas:write (bound to a peer principal) or registry:admin", async () => {
     await problem(await post(replicas[0]!, "register", { request_id: requestId() }, ""), 401, "unauthorized");
-    for (const scopes of [["fleet:read"], ["registry:admin"], ["routes:write"]] as const) {
+    for (const scopes of [["fleet:read"], ["routes:write"], ["replicas:write"]] as const) {
       const token = await api.token({ scopes: [...scopes] });
       await problem(await post(replicas[0]!, "register", { request_id: requestId() }, token), 403, "forbidden");
     }
     expect((await replicaRow(db, replicas[0]!)).health_revision).toBe(0);
+  });
+
+  it("lets a host drive only the replicas provisioned for its peer principal", async () => {
+    const { replicas: own } = await provisionFleet(db.registry, { prefix: "hbind", replicasPerTenant: 2 });
+    const [mine, theirs] = [own[0]!, own[1]!];
+    // Another host's replica is indistinguishable from one that was never provisioned.
+    const foreign = await problem(await post(theirs, "register", { request_id: requestId() }, await api.hostTokenFor(mine)), 404, "not-found");
+    const never = await problem(await post("crepl_never", "register", { request_id: requestId() }, await api.hostTokenFor(mine)), 404, "not-found");
+    expect(foreign.detail).toBe(String(never.detail).replace("crepl_never", theirs));
+    expect((await replicaRow(db, theirs)).health_revision).toBe(0);
+    expect((await post(mine, "register", { request_id: requestId() })).status).toBe(200);
+    // An operator may drive any replica, e.g. to take it offline.
+    const operator = await api.adminToken();
+    expect((await post(mine, "offline", { request_id: requestId(), previous_sequence: 1 }, operator)).status).toBe(200);
+    expect((await replicaRow(db, mine)).status).toBe("offline");
   });
 });
 

@@ -133,7 +133,7 @@ export function replica(
     instance_id: instanceId,
     version_id: versionId,
     endpoint: extra.endpoint ?? `https://${id.replace(/[^a-z0-9-]/gi, "-")}.hosts.example/aip/v1/messages`,
-    peer_principal_id: `service:${instanceId}`,
+    peer_principal_id: hostPrincipal(id),
     peer_principal_kind: "service",
     peer_did: `did:key:z6Mk${id.replace(/[^a-z0-9]/gi, "")}`,
     trust_domain: "hosts.example",
@@ -142,6 +142,9 @@ export function replica(
     capacity: extra.capacity ?? 10,
   };
 }
+
+/** The peer principal the builders provision each replica for: one host identity per replica. */
+export const hostPrincipal = (replicaId: string) => `service:${replicaId}`;
 
 let requestCounter = 0;
 export const requestId = () => `msg_${Date.now().toString(16)}${(++requestCounter).toString(16).padStart(8, "0")}`;

@@ -6,6 +6,7 @@ import { createApp } from "../../src/app.js";
 import { createAuthenticator, type Scope } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Registry } from "../../src/registry/registry.js";
+import { hostPrincipal } from "./fleet.js";
 
 export const TEST_SECRET = "test-secret-test-secret-test-secret-0123456789";
 
@@ -14,22 +15,31 @@ export interface TestApi {
   /** Token for a tenant-scoped gateway (catalog:read routes:write routes:read by default). */
   tenantToken(tenantId: string, scopes?: Scope[]): Promise<string>;
   adminToken(): Promise<string>;
-  hostToken(): Promise<string>;
-  token(claims: { scopes: Scope[]; tenantId?: string; subject?: string }): Promise<string>;
+  /** Token of the connector host with this peer principal (it may drive only its own replicas). */
+  hostToken(peerPrincipalId: string): Promise<string>;
+  /** Token of the host that test/support/fleet.ts provisions `replicaId` for. */
+  hostTokenFor(replicaId: string): Promise<string>;
+  token(claims: { scopes: Scope[]; tenantId?: string; subject?: string; peerPrincipalId?: string }): Promise<string>;
   /** app.request with a bearer token and JSON body. */
   call(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
 }
 
 export function createTestApi(registry: Registry, options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number } = {}): TestApi {
   const app = createApp({ registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), ...options });
-  const token = (claims: { scopes: Scope[]; tenantId?: string; subject?: string }) =>
-    mintToken(TEST_SECRET, { subject: claims.subject ?? "test", scopes: claims.scopes, ...(claims.tenantId ? { tenantId: claims.tenantId } : {}) });
+  const token = (claims: { scopes: Scope[]; tenantId?: string; subject?: string; peerPrincipalId?: string }) =>
+    mintToken(TEST_SECRET, {
+      subject: claims.subject ?? "test",
+      scopes: claims.scopes,
+      ...(claims.tenantId ? { tenantId: claims.tenantId } : {}),
+      ...(claims.peerPrincipalId ? { peerPrincipalId: claims.peerPrincipalId } : {}),
+    });
   return {
     app,
     token,
     tenantToken: (tenantId, scopes = ["catalog:read", "routes:write", "routes:read"]) => token({ scopes, tenantId }),
     adminToken: () => token({ scopes: ["registry:admin", "fleet:read"] }),
-    hostToken: () => token({ scopes: ["replicas:write"] }),
+    hostToken: (peerPrincipalId) => token({ scopes: ["replicas:write"], peerPrincipalId, subject: peerPrincipalId }),
+    hostTokenFor: (replicaId) => token({ scopes: ["replicas:write"], peerPrincipalId: hostPrincipal(replicaId), subject: hostPrincipal(replicaId) }),
     async call(method, path, { token: bearer, body, headers = {} } = {}) {
       return app.request(path, {
         method,

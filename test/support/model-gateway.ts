@@ -168,7 +168,6 @@ export function httpGateway(urls: GatewayUrls, options: GatewayOptions = {}): Ga
     return token;
   };
   const adminToken = api.adminToken();
-  const hostToken = api.hostToken();
   const call = async <T>(request: () => Promise<Response>, ok: (response: Response, text: string) => T): Promise<Answer<T>> => {
     let response: Response;
     try {
@@ -217,7 +216,7 @@ export function httpGateway(urls: GatewayUrls, options: GatewayOptions = {}): Ga
     },
     lifecycle: async (replicaId, operation, request) =>
       call(
-        async () => api.call("POST", `/v1/replicas/${enc(replicaId)}/${operation}`, { token: await hostToken, body: request }),
+        async () => api.call("POST", `/v1/replicas/${enc(replicaId)}/${operation}`, { token: await api.hostTokenFor(replicaId), body: request }),
         (_, text) => ({ sequence: (JSON.parse(text) as { sequence: number }).sequence }),
       ),
     replicaSequence: async (replicaId) =>

@@ -41,7 +41,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   api = createTestApi(db.registry);
   admin = client(await api.adminToken());
-  host = client(await api.hostToken());
+  host = client(await api.hostTokenFor("crepl_client_a"));
   // A token function: called per request, as a rotating credential would be.
   const tenantToken = await api.tenantToken("tenant-a");
   gateway = client(async () => tenantToken);

@@ -33,8 +33,13 @@ export async function callWorker(bindings: WorkerEnv, path: string, init?: Reque
   return new Response(response.status === 304 ? null : body, { status: response.status, headers: response.headers });
 }
 
-export function mint(claims: { scopes: Scope[]; tenantId?: string; subject?: string }): Promise<string> {
-  return mintToken(env.AUTH_HS256_SECRET as string, { subject: claims.subject ?? "workerd-test", scopes: claims.scopes, ...(claims.tenantId ? { tenantId: claims.tenantId } : {}) });
+export function mint(claims: { scopes: Scope[]; tenantId?: string; subject?: string; peerPrincipalId?: string }): Promise<string> {
+  return mintToken(env.AUTH_HS256_SECRET as string, {
+    subject: claims.subject ?? "workerd-test",
+    scopes: claims.scopes,
+    ...(claims.tenantId ? { tenantId: claims.tenantId } : {}),
+    ...(claims.peerPrincipalId ? { peerPrincipalId: claims.peerPrincipalId } : {}),
+  });
 }
 
 export function workerTarget(bindings: WorkerEnv, prefix: string): ConformanceTarget {

@@ -57,7 +57,7 @@ for (const transport of TRANSPORTS) {
       replicaId = fleet.replicas[tenant] as string;
       sequence = published.sequences[replicaId] as number;
       tokens.admin = await api.admin();
-      tokens.host = await api.host();
+      tokens.host = await api.host(replicaId);
       tokens.tenant = await api.tenant(tenant);
       tokens.reader = await api.fleetReader();
       // The isolate's schema check (once per configuration) is behind us.
