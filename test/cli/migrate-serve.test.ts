@@ -35,7 +35,9 @@ describe("migrate", () => {
     const url = databaseUrl(server, emptyDatabase);
     const first = await runCli(["migrate", "--database-url", url], { env: cleanEnv() });
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toContain(`migrating postgres://postgres:***@`);
+    // The target is named with its password masked (the machine's server may have none).
+    const { password } = new URL(url);
+    expect(first.stderr).toContain(password ? "migrating postgres://postgres:***@" : "migrating postgres://postgres@");
     expect(first.stderr).toMatch(/applying migration 1 /);
     expect(first.stderr).toMatch(/installing functions \(\d+ files\)/);
     expect(first.stdout).toMatch(/^schema version \d+: applied 0000_\S+, .*; functions installed$/m);

@@ -55,6 +55,9 @@ const newAction = () => `act_trip_${(++actionCounter).toString().padStart(5, "0"
  * round trips it took as seen by the observer under test.
  */
 async function everyPath(registry: Registry, count: () => number): Promise<Record<string, number>> {
+  // The previous walk's outcome_unknown opened a circuit for 100 ms; a walk started inside that
+  // window could find both replicas' circuits open on a slow machine.
+  await circuitsClosed();
   const seen: Record<string, number> = {};
   const measure = async <T>(label: string, op: () => Promise<T>): Promise<T> => {
     const before = count();
@@ -85,6 +88,14 @@ async function everyPath(registry: Registry, count: () => number): Promise<Recor
   expect((await measure("settle outcome_unknown", () => registry.settleRoute(actionId, tenant, a, "outcome_unknown"))).released).toBe(true);
   for (const h of held) await registry.settleRoute(h.action_id, tenant, h, "cancelled");
   return seen;
+}
+
+async function circuitsClosed(): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while ((await db.registry.fleetStatus()).open_circuits > 0) {
+    if (Date.now() > deadline) throw new Error("circuits still open after 5 s");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 const ONE_EACH = {

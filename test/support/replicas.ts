@@ -89,7 +89,7 @@ export async function catalogRevision(db: TestDatabase): Promise<number> {
 
 /** The database clock, in epoch milliseconds. */
 export async function dbNowMs(db: TestDatabase): Promise<number> {
-  const { rows } = await db.owner.query<{ ms: string }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms");
+  const { rows } = await db.owner.query<{ ms: string }>("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms");
   return Number(rows[0]!.ms);
 }
 
