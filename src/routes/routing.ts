@@ -6,7 +6,7 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope, requireTenant } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
-import { ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
+import { MAX_JSON_DEPTH, nestsAtMost, ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
 import { bearer, json, jsonBody, pathId, problems } from "./common.js";
 
 const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70") });
@@ -106,7 +106,13 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       // The assignment goes to the fence check exactly as sent: zod's validated copy is rebuilt by
       // assignment, which would turn a `__proto__` member into a prototype and drop it, and any
       // difference from the pinned route (an extra member included) must be fence-lost.
+      // The nesting bound is checked again on what is actually sent on: zod's copy had no
+      // `__proto__` member to walk, and a deep one would overflow JSON.stringify (a 500).
       const { assignment } = (await c.req.json()) as { assignment: unknown };
+      if (!nestsAtMost(assignment, MAX_JSON_DEPTH)) {
+        const message = `must not nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep`;
+        throw new RegistryError("invalid", `request validation failed: assignment: ${message}`, { errors: [{ field: "assignment", message }] });
+      }
       return c.json(await registry.settleRoute(action_id, tenant, assignment, outcome), 200);
     },
   );

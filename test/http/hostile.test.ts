@@ -174,6 +174,21 @@ describe("NUL bytes, invalid UTF-8 and odd members", () => {
     await db.registry.settleRoute(id, "tenant-ho", assignment, "completed");
   });
 
+  it("bounds the nesting of a settlement's `__proto__` member too: 400, not a stack overflow", async () => {
+    // Found by the fuzzer (seed 809835576): the schema's copy has no `__proto__` member to
+    // walk, and the raw assignment is what goes on to the fence check.
+    const id = action();
+    const { assignment } = await db.registry.resolveRoute(id, "tenant-ho", CAPABILITY);
+    const before = await registryState(db.owner);
+    const deep = "[".repeat(5000) + "]".repeat(5000);
+    const text = JSON.stringify({ assignment, outcome: "completed" }).replace('{"action_id"', `{"__proto__":${deep},"action_id"`);
+    const refused = await answer(await raw("POST", `/v1/routes/${id}/settlement`, text));
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ code: "invalid", errors: [{ field: "assignment" }] });
+    expect(await registryState(db.owner)).toEqual(before);
+    await db.registry.settleRoute(id, "tenant-ho", assignment, "completed");
+  });
+
   it("refuses `__proto__`, `constructor` and duplicate members in strict bodies", async () => {
     for (const text of [
       '{"capability_id":"cap:ho.search","__proto__":{"tenant_id":"tenant-\ufffd"}}',
