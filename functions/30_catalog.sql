@@ -37,7 +37,9 @@ $$;
 
 -- The live chain behind one binding: its instance's version when every link beyond the binding
 -- row holds (the instance links, and the version implementing the capability), no row otherwise.
--- Inlined wherever it is used; the one definition of the chain for the catalog and the resolver.
+-- Inlined wherever it is used; the definition of the chain for pages, single reads and the
+-- resolver (aip_catalog_visible_all states the same links per instance, for counting; every
+-- broken-link test in test/db/catalog.test.ts checks the count beside the page).
 CREATE FUNCTION aip_binding_chain(p_tenant_id text, p_capability_id text, p_instance_id text, p_profile text)
 RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
   SELECT li.version_id
@@ -81,6 +83,23 @@ RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
   SELECT b.capability_id
   FROM aip_catalog_bindings(p_tenant_id, p_after, p_exact, p_text) b
   WHERE (SELECT true FROM aip_binding_chain(p_tenant_id, b.capability_id, b.instance_id, p_profile) LIMIT 1)
+$$;
+
+-- Every capability ID visible to a tenant, unordered, once per live binding: the same set as
+-- aip_catalog_visible from the start, found the other way round, for counting it. The tenant's
+-- live instances are resolved once each (materialized: a few hundred rows at most per tenant)
+-- and their bindings joined to them, instead of resolving the instance, version and type again
+-- for every binding. A tenant of the reference fleet (100 instances, 1,000 bindings): 3.7 ms
+-- instead of 7.5 ms per count, and a first page costs mostly its count. Pages keep the
+-- per-binding form, which walks the bindings key in order and stops at the page end.
+CREATE FUNCTION aip_catalog_visible_all(p_tenant_id text, p_exact text, p_text text, p_profile text)
+RETURNS TABLE (capability_id text) LANGUAGE sql STABLE AS $$
+  WITH live AS MATERIALIZED (SELECT li.instance_id, li.version_id FROM aip_live_instances(p_tenant_id, p_profile) li)
+  SELECT b.capability_id
+  FROM live
+  JOIN aip_catalog_bindings(p_tenant_id, '', p_exact, p_text) b ON b.instance_id = live.instance_id
+  WHERE EXISTS (SELECT 1 FROM aip_version_capabilities vc
+                WHERE vc.version_id = live.version_id AND vc.capability_id = b.capability_id)
 $$;
 
 -- Every active definition after p_after, bound or not (internal reads), unordered: callers add
@@ -183,7 +202,7 @@ BEGIN
   -- UNION of both, gated by the mode, keeps the planner from using either primary key's order.
   IF p_mode = 'tenant' THEN
     IF v_total IS NULL THEN
-      SELECT count(DISTINCT x.capability_id) INTO v_total FROM aip_catalog_visible(p_tenant_id, '', v_exact, v_text, v_profile) x;
+      SELECT count(DISTINCT x.capability_id) INTO v_total FROM aip_catalog_visible_all(p_tenant_id, v_exact, v_text, v_profile) x;
     END IF;
     v_ids := ARRAY(SELECT DISTINCT x.capability_id FROM aip_catalog_visible(p_tenant_id, v_after, v_exact, v_text, v_profile) x
                    ORDER BY x.capability_id LIMIT v_limit + 1);
