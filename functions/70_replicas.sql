@@ -12,9 +12,12 @@
 --   drain      ready | draining, lease live -> draining, lease extended (pinned retries still served)
 --   offline    any -> offline, lease ends now; reserved routes are settled as lease_expired
 --
--- Only the last request is remembered. An older request_id comes back with a stale
--- previous_sequence and is refused by the fence; register carries no fence (a restarted host does
--- not know its sequence), so a register delayed past a later transition is processed anew.
+-- The last request is remembered on the row (its exact replay returns the same answer). An older
+-- heartbeat, drain or offline comes back with a stale previous_sequence and is refused by the
+-- fence. A register carries no fence (a restarted host does not know its sequence), so every
+-- register request_id a replica consumed is kept for a day (aip_replica_register_requests): a
+-- delayed duplicate of an older register is a conflict, not a second registration that would
+-- bring an offline replica back.
 -- active_assignments is registry-owned: no transition sets it, offline subtracts exactly the
 -- routes it settled (a route another transaction holds is skipped, and counted until it is
 -- settled), so a takeover inherits the count of the routes still reserved.
@@ -75,6 +78,21 @@ BEGIN
   END IF;
 
   v_now := aip_now();
+  IF p_operation = 'register' THEN
+    INSERT INTO aip_replica_register_requests (replica_id, request_id, consumed_at)
+    VALUES (p_replica_id, v_request_id, v_now)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      PERFORM aip_fail('conflict', format('register request `%s` was already consumed by replica `%s`: a new registration needs a new request_id', v_request_id, p_replica_id),
+                       jsonb_build_object('replica_id', p_replica_id, 'sequence', r.health_revision));
+    END IF;
+    -- Bounded expiry of this replica's claims older than a day (the row lock serializes it).
+    DELETE FROM aip_replica_register_requests
+    WHERE replica_id = p_replica_id
+      AND consumed_at IN (SELECT x.consumed_at FROM aip_replica_register_requests x
+                          WHERE x.replica_id = p_replica_id AND x.consumed_at < v_now - interval '1 day'
+                          ORDER BY x.consumed_at LIMIT 256);
+  END IF;
   v_live := r.status <> 'offline' AND r.lease_expires_at > v_now;
   IF v_previous IS NOT NULL AND v_previous <> r.health_revision THEN
     PERFORM aip_fail('conflict', format('replica `%s` transition lost its sequence fence: %s is not the current sequence', p_replica_id, v_previous),

@@ -273,6 +273,27 @@ export const connectorReplicas = pgTable(
 );
 
 /**
+ * Register requests each replica has consumed, kept for a day. A register carries no sequence
+ * fence (a restarted host does not know its sequence), so without this a delayed duplicate of an
+ * old register would bring an offline replica back; heartbeat, drain and offline are fenced by
+ * previous_sequence instead. Registers are rare, so this costs one insert per registration.
+ */
+export const replicaRegisterRequests = pgTable(
+  "aip_replica_register_requests",
+  {
+    replicaId: text("replica_id").notNull(),
+    requestId: text("request_id").notNull(),
+    consumedAt: ms("consumed_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ name: "aip_replica_register_requests_pkey", columns: [t.replicaId, t.requestId] }),
+    foreignKey({ name: "aip_replica_register_requests_replica_fk", columns: [t.replicaId], foreignColumns: [connectorReplicas.replicaId] }),
+    // Expiry walks one replica's oldest claims.
+    index("aip_replica_register_requests_age_idx").on(t.replicaId, t.consumedAt),
+  ],
+);
+
+/**
  * Durable, pinned routes: one row per action, never deleted. Everything up to assigned_at is
  * the immutable RouteAssignment; reserved / reservation_scopes / last_settlement are bookkeeping.
  */

@@ -178,6 +178,45 @@ describe("replay", () => {
   });
 });
 
+describe("superseded register requests", () => {
+  it("refuses a delayed duplicate of an older register instead of bringing an offline replica back", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "stale" });
+    const id = fleet.replicas[0]!;
+    const register = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    await db.registry.replicaLifecycle(id, "register", register);
+    await db.registry.replicaLifecycle(id, "offline", { request_id: requestId(), previous_sequence: 1 });
+    const before = await replicaRow(db, id);
+    expect(before).toMatchObject({ status: "offline", health_revision: 2 });
+
+    // The first register arrives again (a retry delayed in the network): no longer the last request.
+    const stale = await expectProblem(db.registry.replicaLifecycle(id, "register", register), "conflict");
+    expect(stale.message).toContain("already consumed");
+    expect(stale.extensions).toMatchObject({ replica_id: id, sequence: 2 });
+    expect(await replicaRow(db, id)).toEqual(before);
+
+    // The host registering anew uses a new request_id, and that one replays exactly.
+    const again = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    const answer = await db.registry.replicaLifecycle(id, "register", again);
+    expect(answer).toMatchObject({ status: "ready", sequence: 3 });
+    expect(await db.registry.replicaLifecycle(id, "register", again)).toEqual(answer);
+  });
+
+  it("scopes consumed register ids per replica, and a refused register consumes nothing", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "scope", replicasPerTenant: 2 });
+    const [a, b] = fleet.replicas as [string, string];
+    const shared = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    await db.registry.replicaLifecycle(a, "register", shared);
+    expect(await db.registry.replicaLifecycle(b, "register", shared)).toMatchObject({ replica_id: b, status: "ready" });
+
+    // A register refused (live replica, no sequence) leaves its request_id unused: after the
+    // replica goes offline the same request is a first registration.
+    const refused = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    await expectProblem(db.registry.replicaLifecycle(a, "register", refused), "conflict");
+    await db.registry.replicaLifecycle(a, "offline", { request_id: requestId(), previous_sequence: 1 });
+    expect(await db.registry.replicaLifecycle(a, "register", refused)).toMatchObject({ status: "ready", sequence: 3 });
+  });
+});
+
 describe("takeover", () => {
   it("refuses to re-register a live replica without its current sequence; allows it after a clean offline", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "live" });
