@@ -6,16 +6,12 @@
  * - login roles for the control and data group roles, so tests run with the real grants;
  * - the local Neon proxy and a database for the workerd suite.
  */
-import { chmod, mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { importEmbeddedPostgres } from "./support/embedded-postgres.js";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { migrate } from "../src/db/migrate.js";
 import { withPgSession } from "../src/db/pg.js";
 import { startNeonProxy } from "../src/dev/neon-proxy.js";
+import { startEmbeddedServer } from "./support/embedded-postgres.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
 
 declare module "vitest" {
@@ -26,32 +22,9 @@ declare module "vitest" {
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 async function startEmbedded(): Promise<{ info: PgServerInfo; stop: () => Promise<void> }> {
-  const port = await freePort();
-  const dir = await mkdtemp(join(tmpdir(), "aip-registry-pg-"));
-  // When run as root, the server runs as the `postgres` user and must be able to enter `dir`.
-  await chmod(dir, 0o755);
-  const EmbeddedPostgres = await importEmbeddedPostgres();
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, "data"),
-    port,
-    user: "postgres",
-    password: "postgres",
-    persistent: false,
-    // CI runs as root; PostgreSQL refuses to, so the package runs it as a `postgres` user.
-    createPostgresUser: true,
-    initdbFlags: ["--locale=C", "--lc-messages=C", "--encoding=UTF8"],
+  const server = await startEmbeddedServer({
+    dirPrefix: "aip-registry-pg-",
     postgresFlags: [
       "-c", "max_connections=300",
       "-c", "shared_buffers=256MB",
@@ -60,22 +33,10 @@ async function startEmbedded(): Promise<{ info: PgServerInfo; stop: () => Promis
       "-c", "full_page_writes=off",
       "-c", "synchronous_commit=off",
     ],
-    onLog: () => {},
-    onError: () => {},
   });
-  await server.initialise();
-  await server.start();
   return {
-    info: {
-      adminUrl: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-      kind: "embedded",
-      dataDir: join(dir, "data"),
-      maxConnections: 300,
-    },
-    stop: async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
+    info: { adminUrl: server.adminUrl, kind: "embedded", dataDir: server.dataDir, maxConnections: 300 },
+    stop: () => server.stop(),
   };
 }
 

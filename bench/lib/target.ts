@@ -4,15 +4,11 @@
  * the real runtime roles, so every call goes through the same grants and SECURITY DEFINER entry
  * points as production.
  */
-import { chmod, mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { importEmbeddedPostgres } from "../../test/support/embedded-postgres.js";
 import pg from "pg";
 import { migrate, type MigrationSession } from "../../src/db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
+import { startEmbeddedServer } from "../../test/support/embedded-postgres.js";
 
 export const MACHINE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 const ROLE_PASSWORD = "aip-bench-password";
@@ -79,50 +75,21 @@ export async function externalServer(url: string, label: string): Promise<Server
   return { label, adminUrl, maxConnections: Number(row?.max ?? 100), stop: async () => {} };
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * A throwaway server with room for 500 real connections (max_connections=600). Durability
  * settings are PostgreSQL's defaults (fsync and synchronous_commit on), like the machine's server,
  * so the two differ in connection limit and major version, not in what a commit costs.
  */
 export async function embeddedServer(options: { maxConnections: number; sharedBuffers: string }): Promise<Server> {
-  const port = await freePort();
-  const dir = await mkdtemp(join(tmpdir(), "aip-bench-pg-"));
-  // As root, the package runs the server as a `postgres` user, who must be able to enter `dir`.
-  await chmod(dir, 0o755);
-  const EmbeddedPostgres = await importEmbeddedPostgres();
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, "data"),
-    port,
-    user: "postgres",
-    password: "postgres",
-    persistent: false,
-    createPostgresUser: true,
-    initdbFlags: ["--locale=C", "--lc-messages=C", "--encoding=UTF8"],
+  const server = await startEmbeddedServer({
+    dirPrefix: "aip-bench-pg-",
     postgresFlags: ["-c", `max_connections=${options.maxConnections}`, "-c", `shared_buffers=${options.sharedBuffers}`],
-    onLog: () => {},
-    onError: () => {},
   });
-  await server.initialise();
-  await server.start();
   return {
     label: `embedded PostgreSQL (max_connections=${options.maxConnections})`,
-    adminUrl: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    adminUrl: server.adminUrl,
     maxConnections: options.maxConnections,
-    stop: async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
+    stop: () => server.stop(),
   };
 }
 

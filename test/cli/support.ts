@@ -3,13 +3,14 @@
  * against an HTTP server started here over a test database, with a scrubbed environment.
  */
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { serve, type ServerType } from "@hono/node-server";
 import { createApp } from "../../src/app.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import type { Registry } from "../../src/registry/registry.js";
 import { TEST_SECRET } from "../support/http.js";
+
+export { freePort } from "../support/free-port.js";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 export const BIN = fileURLToPath(new URL("../../bin/aip-registry.mjs", import.meta.url));
@@ -46,17 +47,6 @@ export function runCli(args: string[], options: { env?: Record<string, string>; 
     child.once("close", (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
     });
   });
 }

@@ -9,13 +9,10 @@
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
-import { importEmbeddedPostgres } from "./embedded-postgres.js";
+import { startEmbeddedServer } from "./embedded-postgres.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
@@ -36,17 +33,6 @@ export function embeddedPgCtl(): string | null {
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 export interface PrivateServer {
   /** Owner, data-role and control-role URLs of a migrated database. */
   ownerUrl: string;
@@ -61,36 +47,22 @@ export interface PrivateServer {
 export async function startPrivateServer(options: { maxConnections?: number } = {}): Promise<PrivateServer> {
   const pgCtl = embeddedPgCtl();
   if (!pgCtl) throw new Error("no embedded-postgres binaries for this platform");
-  const port = await freePort();
-  const dir = await mkdtemp(join(tmpdir(), "aip-registry-restart-"));
-  // As root the server runs as the `postgres` user, which must be able to enter `dir`.
-  await chmod(dir, 0o777);
-  const dataDir = join(dir, "data");
-  const EmbeddedPostgres = await importEmbeddedPostgres();
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: "postgres",
-    password: "postgres",
-    persistent: false,
-    createPostgresUser: true,
-    initdbFlags: ["--locale=C", "--lc-messages=C", "--encoding=UTF8"],
+  // dirMode 0o777: pg_ctl, run as the server's OS user, writes its log file into dir.
+  const server = await startEmbeddedServer({
+    dirPrefix: "aip-registry-restart-",
+    dirMode: 0o777,
     // fsync and full-page writes only matter when the machine loses power. synchronous_commit
     // stays on: with it off, a crash forgets commits already acknowledged (up to ~3 wal_writer_delay),
     // and a retry then creates a second route for an action whose first one a client holds.
     postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 60}`, "-c", "fsync=off", "-c", "full_page_writes=off"],
-    onLog: () => {},
-    onError: () => {},
   });
-  await server.initialise();
-  await server.start();
+  const { dir, dataDir, adminUrl } = server;
   // pg_ctl as the server's OS user; its log file keeps the new postmaster off our pipes.
   const pgCtlCommand = async (args: string) => {
     const command = `${pgCtl} -D ${dataDir} ${args} -l ${join(dir, "pg_ctl.log")}`;
     if (process.getuid?.() === 0) await run("su", ["postgres", "-s", "/bin/sh", "-c", command], { timeout: 180_000 });
     else await run("/bin/sh", ["-c", command], { timeout: 180_000 });
   };
-  const adminUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
   const database = "aip_restart";
   const url = (login?: string) => {
     const u = new URL(adminUrl);
@@ -123,11 +95,7 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
       await pgCtlCommand("stop -m fast -w -t 60")
         .catch(() => pgCtlCommand("stop -m immediate -w -t 60"))
         .catch(() => {});
-      // pg_ctl stopped it. Forget the child the package started (after a restart it exited long
-      // ago, and its stop(), also run by the package's exit hook, would wait for it forever).
-      (server as unknown as { process?: unknown }).process = undefined;
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
+      await server.stop({ stoppedElsewhere: true });
     },
   };
 }
