@@ -1,7 +1,14 @@
 -- Catalog publication: one batch of changes applied atomically under the exclusive catalog
--- publication lock. Each aip_pub_* function applies one change record and returns its outcome
--- ('created' | 'updated' | 'unchanged'); aip_publish runs a batch and advances the catalog
--- revision once if anything but replica provisioning changed.
+-- publication lock, in two passes.
+--
+-- 1. Prepare (no lock): every change is validated and normalized on its own by aip_prep_*:
+--    field types and bounds, labels, endpoints, supply-chain evidence, and for a version the
+--    canonical manifest, its digest and every capability's digests and size. Nothing here reads
+--    stored state, so a large manifest (up to 4 MiB) is canonicalized while resolvers and
+--    catalog readers go on unhindered.
+-- 2. Apply (exclusive lock): aip_pub_* checks each prepared change against stored state and
+--    writes it, returning its outcome ('created' | 'updated' | 'unchanged'). The revision
+--    advances once if anything but replica provisioning changed.
 --
 -- The "Know what may change" rules of the specification live here:
 --   connector type      id, name, owner fixed                  enabled mutable
@@ -13,26 +20,34 @@
 --   connector replica   identity, endpoint, topology fixed     capacity (operator), status/lease/health (hosts, replicas.sql)
 
 -- Connector types ---------------------------------------------------------------------------------
-CREATE FUNCTION aip_pub_put_connector_type(p jsonb) RETURNS text
+CREATE FUNCTION aip_prep_put_connector_type(p jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'id', aip_read_text(p, 'id'),
+    'name', aip_read_text(p, 'name', true, 512),
+    'owner', aip_read_text(p, 'owner', true, 512),
+    'enabled', aip_read_bool(p, 'enabled', true),
+    -- `enabled` moves only when a re-put states it; an absent or null flag keeps the stored one.
+    'enabled_stated', jsonb_typeof(p -> 'enabled') = 'boolean')
+$$;
+
+CREATE FUNCTION aip_pub_put_connector_type(n jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_id text := aip_read_text(p, 'id');
-  v_name text := aip_read_text(p, 'name', true, 512);
-  v_owner text := aip_read_text(p, 'owner', true, 512);
-  v_enabled boolean := aip_read_bool(p, 'enabled', true);
+  v_id text := n ->> 'id';
+  v_enabled boolean := (n ->> 'enabled')::boolean;
   t aip_connector_types;
 BEGIN
   SELECT * INTO t FROM aip_connector_types WHERE type_id = v_id FOR UPDATE;
   IF NOT FOUND THEN
-    INSERT INTO aip_connector_types (type_id, name, owner, enabled) VALUES (v_id, v_name, v_owner, v_enabled);
+    INSERT INTO aip_connector_types (type_id, name, owner, enabled) VALUES (v_id, n ->> 'name', n ->> 'owner', v_enabled);
     RETURN 'created';
   END IF;
-  IF t.name <> v_name OR t.owner <> v_owner THEN
+  IF t.name <> n ->> 'name' OR t.owner <> n ->> 'owner' THEN
     PERFORM aip_fail('conflict', format('connector type `%s` already exists with another name or owner', v_id),
                      jsonb_build_object('connector_type_id', v_id));
   END IF;
-  -- `enabled` moves only when the re-put states it; an absent or null flag keeps the stored one.
-  IF jsonb_typeof(p -> 'enabled') = 'boolean' AND t.enabled <> v_enabled THEN
+  IF (n ->> 'enabled_stated')::boolean AND t.enabled <> v_enabled THEN
     UPDATE aip_connector_types SET enabled = v_enabled, updated_at = now() WHERE type_id = v_id;
     RETURN 'updated';
   END IF;
@@ -40,11 +55,16 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION aip_pub_set_connector_type_enabled(p jsonb) RETURNS text
+CREATE FUNCTION aip_prep_set_connector_type_enabled(p jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object('id', aip_read_text(p, 'id'), 'enabled', aip_read_bool(p, 'enabled'))
+$$;
+
+CREATE FUNCTION aip_pub_set_connector_type_enabled(n jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_id text := aip_read_text(p, 'id');
-  v_enabled boolean := aip_read_bool(p, 'enabled');
+  v_id text := n ->> 'id';
+  v_enabled boolean := (n ->> 'enabled')::boolean;
   t aip_connector_types;
 BEGIN
   SELECT * INTO t FROM aip_connector_types WHERE type_id = v_id FOR UPDATE;
@@ -78,18 +98,23 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION aip_pub_set_version_status(p jsonb) RETURNS text
+CREATE FUNCTION aip_prep_set_version_status(p jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object('id', aip_read_text(p, 'id'),
+                            'status', aip_read_enum(p, 'status', ARRAY['candidate', 'admitted', 'active', 'revoked']))
+$$;
+
+CREATE FUNCTION aip_pub_set_version_status(n jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_id text := aip_read_text(p, 'id');
-  v_status text := aip_read_enum(p, 'status', ARRAY['candidate', 'admitted', 'active', 'revoked']);
+  v_id text := n ->> 'id';
   v aip_connector_versions;
 BEGIN
   SELECT * INTO v FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
   IF NOT FOUND THEN
     PERFORM aip_fail('not-found', format('connector version `%s` was not found', v_id), jsonb_build_object('version_id', v_id));
   END IF;
-  RETURN aip_version_transition(v, v_status);
+  RETURN aip_version_transition(v, n ->> 'status');
 END
 $$;
 
@@ -130,8 +155,11 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION aip_pub_admit_version(p jsonb) RETURNS text
-LANGUAGE plpgsql AS $$
+-- Everything about a version that needs no stored state: its fields, its supply-chain evidence,
+-- the canonical manifest and its digest, and each capability's definition with its digests and
+-- canonical size, in manifest order.
+CREATE FUNCTION aip_prep_admit_version(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   c_max_capabilities constant integer := 512;
   c_max_manifest_bytes constant integer := 4194304;
@@ -158,10 +186,6 @@ DECLARE
   v_contract_digest text;
   v_schema_digest text;
   v_def_bytes integer;
-  v_type aip_connector_types;
-  v_existing aip_connector_versions;
-  v_other text;
-  v_def jsonb;
 BEGIN
   IF v_status = 'candidate' THEN
     PERFORM aip_fail('admission', 'candidate versions cannot be installed as admitted records',
@@ -196,7 +220,6 @@ BEGIN
                      jsonb_build_object('field', 'manifest_digest', 'computed', aip_sha256(v_canonical)));
   END IF;
 
-  -- Capability definitions with their digests, in manifest order.
   FOR v_cap IN SELECT e FROM jsonb_array_elements(v_caps) e LOOP
     IF jsonb_typeof(v_cap) <> 'object' THEN
       PERFORM aip_invalid_field('manifest.capabilities', 'must contain objects');
@@ -233,12 +256,35 @@ BEGIN
       'schema_digest', v_schema_digest, 'bytes', v_def_bytes);
   END LOOP;
 
-  -- State checks, under the publication lock. An identical re-put is a no-op (or a status move)
-  -- whatever has happened to its type since, so the stored version is looked at first.
+  RETURN jsonb_build_object(
+    'id', v_id, 'connector_type_id', v_type_id, 'version', v_version, 'status', v_status,
+    'manifest', v_manifest, 'manifest_digest', v_manifest_digest, 'attestation', v_attestation,
+    'artifact_digest', v_artifact_digest, 'definitions', to_jsonb(v_defs),
+    'profiles', (SELECT coalesce(jsonb_agg(DISTINCT e), '[]'::jsonb) FROM jsonb_array_elements(v_profiles) e));
+END
+$$;
+
+CREATE FUNCTION aip_pub_admit_version(n jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := n ->> 'id';
+  v_type_id text := n ->> 'connector_type_id';
+  v_version text := n ->> 'version';
+  v_status text := n ->> 'status';
+  v_manifest jsonb := n -> 'manifest';
+  v_attestation jsonb := n -> 'attestation';
+  v_artifact_digest text := n ->> 'artifact_digest';
+  v_defs jsonb := n -> 'definitions';
+  v_type aip_connector_types;
+  v_existing aip_connector_versions;
+  v_other text;
+BEGIN
+  -- An identical re-put is a no-op (or a status move) whatever has happened to its type since,
+  -- so the stored version is looked at first.
   SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
   IF FOUND THEN
     IF v_existing.type_id <> v_type_id OR v_existing.version <> v_version OR v_existing.manifest <> v_manifest
-       OR v_existing.manifest_digest <> v_manifest_digest OR v_existing.attestation <> v_attestation THEN
+       OR v_existing.manifest_digest <> n ->> 'manifest_digest' OR v_existing.attestation <> v_attestation THEN
       PERFORM aip_fail('conflict', format('connector version `%s` is immutable', v_id), jsonb_build_object('version_id', v_id));
     END IF;
     -- The same admitted content: the record's status is the only thing a re-put may move.
@@ -268,7 +314,7 @@ BEGIN
                      jsonb_build_object('version_id', v_other));
   END IF;
   SELECT d.capability_id INTO v_other
-  FROM unnest(v_defs) e
+  FROM jsonb_array_elements(v_defs) e
   JOIN aip_capability_definitions d ON d.capability_id = e ->> 'id'
   WHERE d.contract_digest <> e ->> 'contract_digest' OR d.capability <> e -> 'capability'
   LIMIT 1;
@@ -279,32 +325,44 @@ BEGIN
 
   INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest,
                                       manifest, attestation, supply_chain_qualified)
-  VALUES (v_id, v_type_id, v_version, coalesce(v_status, 'admitted'), v_artifact_digest, v_manifest_digest, v_manifest, v_attestation, true);
-  FOREACH v_def IN ARRAY v_defs LOOP
-    INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
-    VALUES (v_def ->> 'id', v_def ->> 'contract_digest', v_def ->> 'schema_digest', v_def -> 'capability',
-            (v_def ->> 'bytes')::integer,
-            lower(concat_ws(' ', v_def ->> 'id', v_def #>> '{capability,name}', v_def #>> '{capability,description}')))
-    ON CONFLICT (capability_id) DO NOTHING;
-    INSERT INTO aip_version_capabilities (version_id, capability_id) VALUES (v_id, v_def ->> 'id');
-  END LOOP;
+  VALUES (v_id, v_type_id, v_version, coalesce(v_status, 'admitted'), v_artifact_digest, n ->> 'manifest_digest',
+          v_manifest, v_attestation, true);
+  INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
+  SELECT e ->> 'id', e ->> 'contract_digest', e ->> 'schema_digest', e -> 'capability', (e ->> 'bytes')::integer,
+         lower(concat_ws(' ', e ->> 'id', e #>> '{capability,name}', e #>> '{capability,description}'))
+  FROM jsonb_array_elements(v_defs) e
+  ON CONFLICT (capability_id) DO NOTHING;
+  INSERT INTO aip_version_capabilities (version_id, capability_id)
+  SELECT v_id, e ->> 'id' FROM jsonb_array_elements(v_defs) e;
   INSERT INTO aip_version_profiles (version_id, profile_id)
-  SELECT DISTINCT v_id, e #>> '{}' FROM jsonb_array_elements(v_profiles) e;
+  SELECT v_id, e #>> '{}' FROM jsonb_array_elements(n -> 'profiles') e;
   RETURN 'created';
 END
 $$;
 
 -- Connector instances -----------------------------------------------------------------------------
-CREATE FUNCTION aip_pub_put_instance(p jsonb) RETURNS text
+CREATE FUNCTION aip_prep_put_instance(p jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'id', aip_read_text(p, 'id'),
+    'connector_type_id', aip_read_text(p, 'connector_type_id'),
+    'version_id', aip_read_text(p, 'version_id'),
+    'tenant_id', aip_read_text(p, 'tenant_id'),
+    'config_revision', aip_read_int(p, 'config_revision', 0, 9007199254740991),
+    'secret_provider_ref', aip_read_text(p, 'secret_provider_ref', true, 1024),
+    'status', aip_read_enum(p, 'status', ARRAY['enabled', 'disabled'], 'enabled'))
+$$;
+
+CREATE FUNCTION aip_pub_put_instance(n jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_id text := aip_read_text(p, 'id');
-  v_type_id text := aip_read_text(p, 'connector_type_id');
-  v_version_id text := aip_read_text(p, 'version_id');
-  v_tenant_id text := aip_read_text(p, 'tenant_id');
-  v_config_revision bigint := aip_read_int(p, 'config_revision', 0, 9007199254740991);
-  v_secret_ref text := aip_read_text(p, 'secret_provider_ref', true, 1024);
-  v_status text := aip_read_enum(p, 'status', ARRAY['enabled', 'disabled'], 'enabled');
+  v_id text := n ->> 'id';
+  v_type_id text := n ->> 'connector_type_id';
+  v_version_id text := n ->> 'version_id';
+  v_tenant_id text := n ->> 'tenant_id';
+  v_config_revision bigint := (n ->> 'config_revision')::bigint;
+  v_secret_ref text := n ->> 'secret_provider_ref';
+  v_status text := n ->> 'status';
   v_version aip_connector_versions;
   i aip_connector_instances;
   v_missing text;
@@ -358,17 +416,30 @@ END
 $$;
 
 -- Capability bindings -----------------------------------------------------------------------------
-CREATE FUNCTION aip_pub_put_binding(p jsonb) RETURNS text
+CREATE FUNCTION aip_prep_put_binding(p jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'tenant_id', aip_read_text(p, 'tenant_id'),
+    'capability_id', aip_read_text(p, 'capability_id'),
+    'instance_id', aip_read_text(p, 'instance_id'),
+    'priority', coalesce(aip_read_int(p, 'priority', 0, 2147483647, false), 0),
+    'policy_revision', aip_read_int(p, 'policy_revision', 0, 9007199254740991),
+    'credential_revision_ref', aip_read_text(p, 'credential_revision_ref', false, 1024),
+    'quota_policy_ref', aip_read_text(p, 'quota_policy_ref', false, 256),
+    'enabled', aip_read_bool(p, 'enabled', true))
+$$;
+
+CREATE FUNCTION aip_pub_put_binding(n jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_tenant_id text := aip_read_text(p, 'tenant_id');
-  v_capability_id text := aip_read_text(p, 'capability_id');
-  v_instance_id text := aip_read_text(p, 'instance_id');
-  v_priority integer := coalesce(aip_read_int(p, 'priority', 0, 2147483647, false), 0);
-  v_policy_revision bigint := aip_read_int(p, 'policy_revision', 0, 9007199254740991);
-  v_credential_ref text := aip_read_text(p, 'credential_revision_ref', false, 1024);
-  v_quota_ref text := aip_read_text(p, 'quota_policy_ref', false, 256);
-  v_enabled boolean := aip_read_bool(p, 'enabled', true);
+  v_tenant_id text := n ->> 'tenant_id';
+  v_capability_id text := n ->> 'capability_id';
+  v_instance_id text := n ->> 'instance_id';
+  v_priority integer := (n ->> 'priority')::integer;
+  v_policy_revision bigint := (n ->> 'policy_revision')::bigint;
+  v_credential_ref text := n ->> 'credential_revision_ref';
+  v_quota_ref text := n ->> 'quota_policy_ref';
+  v_enabled boolean := (n ->> 'enabled')::boolean;
   v_instance aip_connector_instances;
   b aip_capability_bindings;
   v_exists boolean;
@@ -426,21 +497,36 @@ END
 $$;
 
 -- Admission policies ------------------------------------------------------------------------------
-CREATE FUNCTION aip_pub_put_admission_policy(p jsonb) RETURNS text
+CREATE FUNCTION aip_prep_put_admission_policy(p jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'policy_ref', aip_read_text(p, 'policy_ref'),
+    'revision', aip_read_int(p, 'revision', 1, 9007199254740991),
+    'enabled', aip_read_bool(p, 'enabled', true),
+    'max_global_in_flight', aip_read_int(p, 'max_global_in_flight', 1, 2147483647, false),
+    'max_tenant_in_flight', aip_read_int(p, 'max_tenant_in_flight', 1, 2147483647, false),
+    'max_connector_type_in_flight', aip_read_int(p, 'max_connector_type_in_flight', 1, 2147483647, false),
+    'max_instance_in_flight', aip_read_int(p, 'max_instance_in_flight', 1, 2147483647, false),
+    'max_binding_in_flight', aip_read_int(p, 'max_binding_in_flight', 1, 2147483647, false),
+    'max_tenant_retry_in_flight', aip_read_int(p, 'max_tenant_retry_in_flight', 1, 2147483647, false),
+    'circuit_failure_threshold', coalesce(aip_read_int(p, 'circuit_failure_threshold', 1, 2147483647, false), 5),
+    'circuit_open_ms', coalesce(aip_read_int(p, 'circuit_open_ms', 100, 3600000, false), 30000))
+$$;
+
+CREATE FUNCTION aip_pub_put_admission_policy(n jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  c_max_limit constant bigint := 2147483647;
-  v_ref text := aip_read_text(p, 'policy_ref');
-  v_revision bigint := aip_read_int(p, 'revision', 1, 9007199254740991);
-  v_enabled boolean := aip_read_bool(p, 'enabled', true);
-  v_global integer := aip_read_int(p, 'max_global_in_flight', 1, c_max_limit, false);
-  v_tenant integer := aip_read_int(p, 'max_tenant_in_flight', 1, c_max_limit, false);
-  v_type integer := aip_read_int(p, 'max_connector_type_in_flight', 1, c_max_limit, false);
-  v_instance integer := aip_read_int(p, 'max_instance_in_flight', 1, c_max_limit, false);
-  v_binding integer := aip_read_int(p, 'max_binding_in_flight', 1, c_max_limit, false);
-  v_retry integer := aip_read_int(p, 'max_tenant_retry_in_flight', 1, c_max_limit, false);
-  v_threshold integer := coalesce(aip_read_int(p, 'circuit_failure_threshold', 1, c_max_limit, false), 5);
-  v_open_ms integer := coalesce(aip_read_int(p, 'circuit_open_ms', 100, 3600000, false), 30000);
+  v_ref text := n ->> 'policy_ref';
+  v_revision bigint := (n ->> 'revision')::bigint;
+  v_enabled boolean := (n ->> 'enabled')::boolean;
+  v_global integer := (n ->> 'max_global_in_flight')::integer;
+  v_tenant integer := (n ->> 'max_tenant_in_flight')::integer;
+  v_type integer := (n ->> 'max_connector_type_in_flight')::integer;
+  v_instance integer := (n ->> 'max_instance_in_flight')::integer;
+  v_binding integer := (n ->> 'max_binding_in_flight')::integer;
+  v_retry integer := (n ->> 'max_tenant_retry_in_flight')::integer;
+  v_threshold integer := (n ->> 'circuit_failure_threshold')::integer;
+  v_open_ms integer := (n ->> 'circuit_open_ms')::integer;
   o aip_admission_policies;
 BEGIN
   SELECT * INTO o FROM aip_admission_policies WHERE policy_ref = v_ref FOR UPDATE;
@@ -478,8 +564,8 @@ $$;
 -- Replica provisioning ------------------------------------------------------------------------------
 -- Operators provision host identities; hosts then register and heartbeat (replicas.sql). A new
 -- replica starts offline. Provisioning never advances the catalog revision.
-CREATE FUNCTION aip_pub_put_replica(p jsonb) RETURNS text
-LANGUAGE plpgsql AS $$
+CREATE FUNCTION aip_prep_put_replica(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   v_id text := aip_read_text(p, 'id');
   v_instance_id text := aip_read_text(p, 'instance_id');
@@ -491,22 +577,44 @@ DECLARE
   v_trust_domain text := aip_read_text(p, 'trust_domain', true, 256);
   v_transport text := aip_read_text(p, 'transport_profile', true, 256);
   v_topology jsonb := coalesce(p -> 'topology', '{}'::jsonb);
-  v_region text;
-  v_zone text;
-  v_class text;
   v_capacity integer := aip_read_int(p, 'capacity', 1, 1000000);
-  v_instance aip_connector_instances;
-  r aip_connector_replicas;
 BEGIN
   IF jsonb_typeof(v_topology) <> 'object' THEN
     PERFORM aip_invalid_field('topology', 'must be an object');
   END IF;
-  v_region := aip_check_label('topology.region', coalesce(aip_read_text(v_topology, 'region', false), 'global'));
-  v_zone := aip_check_label('topology.zone', coalesce(aip_read_text(v_topology, 'zone', false), 'default'));
-  v_class := aip_check_label('topology.capacity_class', coalesce(aip_read_text(v_topology, 'capacity_class', false), 'standard'));
   IF v_endpoint !~ '^https?://[A-Za-z0-9.:\[\]-]+(/[^[:space:]?#]*)?$' THEN
     PERFORM aip_invalid_field('endpoint', 'must be an absolute http or https URL with a host and no credentials, query or fragment');
   END IF;
+  RETURN jsonb_build_object(
+    'id', v_id, 'instance_id', v_instance_id, 'version_id', v_version_id, 'endpoint', v_endpoint,
+    'peer_principal_id', v_principal_id, 'peer_principal_kind', v_principal_kind, 'peer_did', v_peer_did,
+    'trust_domain', v_trust_domain, 'transport_profile', v_transport,
+    'region', aip_check_label('topology.region', coalesce(aip_read_text(v_topology, 'region', false), 'global')),
+    'zone', aip_check_label('topology.zone', coalesce(aip_read_text(v_topology, 'zone', false), 'default')),
+    'capacity_class', aip_check_label('topology.capacity_class', coalesce(aip_read_text(v_topology, 'capacity_class', false), 'standard')),
+    'capacity', v_capacity);
+END
+$$;
+
+CREATE FUNCTION aip_pub_put_replica(n jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := n ->> 'id';
+  v_instance_id text := n ->> 'instance_id';
+  v_version_id text := n ->> 'version_id';
+  v_endpoint text := n ->> 'endpoint';
+  v_principal_id text := n ->> 'peer_principal_id';
+  v_principal_kind text := n ->> 'peer_principal_kind';
+  v_peer_did text := n ->> 'peer_did';
+  v_trust_domain text := n ->> 'trust_domain';
+  v_transport text := n ->> 'transport_profile';
+  v_region text := n ->> 'region';
+  v_zone text := n ->> 'zone';
+  v_class text := n ->> 'capacity_class';
+  v_capacity integer := (n ->> 'capacity')::integer;
+  v_instance aip_connector_instances;
+  r aip_connector_replicas;
+BEGIN
   SELECT * INTO v_instance FROM aip_connector_instances WHERE instance_id = v_instance_id;
   IF NOT FOUND THEN
     PERFORM aip_fail('not-found', format('connector instance `%s` was not found', v_instance_id), jsonb_build_object('instance_id', v_instance_id));
@@ -535,48 +643,74 @@ BEGIN
     PERFORM aip_fail('conflict', format('connector replica `%s` has %s active assignments; capacity cannot drop below that', v_id, r.active_assignments),
                      jsonb_build_object('replica_id', v_id, 'active_assignments', r.active_assignments));
   END IF;
-  -- A capacity change is a health transition: it moves the sequence hosts fence on.
+  -- A capacity change is a health transition: it moves the sequence hosts fence on, and ends
+  -- the host's replay record (its answer named the old sequence).
   UPDATE aip_connector_replicas
-  SET capacity = v_capacity, health_revision = health_revision + 1, updated_at = now()
+  SET capacity = v_capacity, health_revision = health_revision + 1,
+      last_request_id = NULL, last_request = NULL, last_response = NULL, updated_at = now()
   WHERE replica_id = v_id;
   RETURN 'updated';
 END
 $$;
 
 -- The batch ---------------------------------------------------------------------------------------
-CREATE FUNCTION aip_pub_apply(p jsonb) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+-- Validates and normalizes one change record (no stored state is read): {op, ...normalized fields}.
+CREATE FUNCTION aip_pub_prepare(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   v_op text;
-  v_outcome text;
 BEGIN
   IF p IS NULL OR jsonb_typeof(p) <> 'object' THEN
     PERFORM aip_invalid_field('changes', 'must contain objects');
   END IF;
   v_op := aip_read_enum(p, 'op', ARRAY['put_connector_type', 'set_connector_type_enabled', 'admit_version',
     'set_version_status', 'put_instance', 'put_binding', 'put_admission_policy', 'put_replica']);
+  RETURN jsonb_build_object('op', v_op) || CASE v_op
+    WHEN 'put_connector_type' THEN aip_prep_put_connector_type(p)
+    WHEN 'set_connector_type_enabled' THEN aip_prep_set_connector_type_enabled(p)
+    WHEN 'admit_version' THEN aip_prep_admit_version(p)
+    WHEN 'set_version_status' THEN aip_prep_set_version_status(p)
+    WHEN 'put_instance' THEN aip_prep_put_instance(p)
+    WHEN 'put_binding' THEN aip_prep_put_binding(p)
+    WHEN 'put_admission_policy' THEN aip_prep_put_admission_policy(p)
+    WHEN 'put_replica' THEN aip_prep_put_replica(p)
+  END;
+END
+$$;
+
+-- Applies one prepared change against stored state (under the publication lock) and reports it.
+CREATE FUNCTION aip_pub_apply(n jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_op text := n ->> 'op';
+  v_outcome text;
+BEGIN
   v_outcome := CASE v_op
-    WHEN 'put_connector_type' THEN aip_pub_put_connector_type(p)
-    WHEN 'set_connector_type_enabled' THEN aip_pub_set_connector_type_enabled(p)
-    WHEN 'admit_version' THEN aip_pub_admit_version(p)
-    WHEN 'set_version_status' THEN aip_pub_set_version_status(p)
-    WHEN 'put_instance' THEN aip_pub_put_instance(p)
-    WHEN 'put_binding' THEN aip_pub_put_binding(p)
-    WHEN 'put_admission_policy' THEN aip_pub_put_admission_policy(p)
-    WHEN 'put_replica' THEN aip_pub_put_replica(p)
+    WHEN 'put_connector_type' THEN aip_pub_put_connector_type(n)
+    WHEN 'set_connector_type_enabled' THEN aip_pub_set_connector_type_enabled(n)
+    WHEN 'admit_version' THEN aip_pub_admit_version(n)
+    WHEN 'set_version_status' THEN aip_pub_set_version_status(n)
+    WHEN 'put_instance' THEN aip_pub_put_instance(n)
+    WHEN 'put_binding' THEN aip_pub_put_binding(n)
+    WHEN 'put_admission_policy' THEN aip_pub_put_admission_policy(n)
+    WHEN 'put_replica' THEN aip_pub_put_replica(n)
   END;
   RETURN jsonb_strip_nulls(jsonb_build_object(
     'op', v_op, 'outcome', v_outcome,
-    'id', CASE WHEN v_op IN ('put_binding', 'put_admission_policy') THEN NULL ELSE p ->> 'id' END,
-    'policy_ref', CASE WHEN v_op = 'put_admission_policy' THEN p ->> 'policy_ref' END,
-    'tenant_id', CASE WHEN v_op = 'put_binding' THEN p ->> 'tenant_id' END,
-    'capability_id', CASE WHEN v_op = 'put_binding' THEN p ->> 'capability_id' END,
-    'instance_id', CASE WHEN v_op = 'put_binding' THEN p ->> 'instance_id' END));
+    'id', CASE WHEN v_op IN ('put_binding', 'put_admission_policy') THEN NULL ELSE n ->> 'id' END,
+    'policy_ref', CASE WHEN v_op = 'put_admission_policy' THEN n ->> 'policy_ref' END,
+    'tenant_id', CASE WHEN v_op = 'put_binding' THEN n ->> 'tenant_id' END,
+    'capability_id', CASE WHEN v_op = 'put_binding' THEN n ->> 'capability_id' END,
+    'instance_id', CASE WHEN v_op = 'put_binding' THEN n ->> 'instance_id' END));
 END
 $$;
 
 -- Entry point (control role). Applies every change or none; a dry run applies them inside a
 -- subtransaction and rolls it back, reporting what would have happened.
+--
+-- Every change is prepared before the exclusive publication lock is taken, so the lock is held
+-- only for the checks against stored state and the writes: readers and resolvers queue behind a
+-- publication for milliseconds, not for the seconds a 4 MiB manifest takes to canonicalize.
 CREATE FUNCTION aip_publish(p_changes jsonb, p_dry_run boolean DEFAULT false) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -584,7 +718,8 @@ SET lock_timeout = '5s' AS $$
 DECLARE
   c_max_changes constant integer := 10000;
   v_revision bigint;
-  v_results jsonb := '[]'::jsonb;
+  v_prepared jsonb[] := '{}';
+  v_results jsonb[] := '{}';
   v_result jsonb;
   v_change jsonb;
   v_index integer := -1;
@@ -601,22 +736,28 @@ BEGIN
   IF jsonb_array_length(p_changes) > c_max_changes THEN
     PERFORM aip_invalid_field('changes', 'must contain at most ' || c_max_changes || ' changes');
   END IF;
-  v_revision := aip_catalog_revision_exclusive();
   BEGIN
     FOR v_change IN SELECT e FROM jsonb_array_elements(p_changes) e LOOP
+      v_index := v_index + 1;
+      v_prepared := v_prepared || aip_pub_prepare(v_change);
+    END LOOP;
+    v_index := -1;
+    v_revision := aip_catalog_revision_exclusive();
+    FOREACH v_change IN ARRAY v_prepared LOOP
       v_index := v_index + 1;
       v_result := aip_pub_apply(v_change);
       IF v_result ->> 'outcome' <> 'unchanged' THEN
         v_changed := v_changed + 1;
         v_catalog_changed := v_catalog_changed OR v_result ->> 'op' <> 'put_replica';
       END IF;
-      v_results := v_results || jsonb_build_array(v_result);
+      v_results := v_results || v_result;
     END LOOP;
     IF v_catalog_changed THEN
       UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton
       RETURNING revision INTO v_revision;
     END IF;
-    v_report := jsonb_build_object('catalog_revision', v_revision, 'changed', v_changed, 'dry_run', p_dry_run, 'results', v_results);
+    v_report := jsonb_build_object('catalog_revision', v_revision, 'changed', v_changed, 'dry_run', p_dry_run,
+                                   'results', to_jsonb(v_results));
     IF p_dry_run THEN
       RAISE EXCEPTION USING ERRCODE = 'ARDRY', MESSAGE = 'dry run', DETAIL = v_report::text;
     END IF;

@@ -1,9 +1,10 @@
 -- Admission scopes: building a route's pinned admission snapshot and reserving / releasing the
 -- shared in-flight counters it names.
 --
--- Lock order. Every transaction that touches counters locks its replica row(s) first and then
--- the counters in ascending (scope rank, key) order: resolve, reacquire, settle, lease expiry and
--- the offline transition all follow it, so no two of them can wait on each other in a cycle.
+-- Lock order. Every transaction that touches routes or counters locks the replica row(s) first,
+-- then the route rows of those replicas, then the counters in ascending (scope rank, key) order:
+-- resolve, reacquire, settle, lease expiry and the offline transition all follow it, so no two of
+-- them can wait on each other in a cycle, and no releaser ever needs to skip a route.
 -- Ranks follow the order in which limits are checked, so the first exhausted scope reported is
 -- also the first in precedence: global, tenant, connector_type, instance, binding, tenant_retry.
 
@@ -101,6 +102,10 @@ $$;
 -- request would otherwise wait out every admitted one's commit. Admission itself happens under
 -- the row lock with `active < limit`, re-checked on the latest version, so nothing is ever
 -- over-admitted.
+--
+-- A counter row busy for longer than lock_timeout (its scope serializing more work than it can
+-- admit in that time) is answered like a full one, capacity-exceeded for that scope with retry
+-- guidance, never as a storage failure.
 CREATE FUNCTION aip_reserve_scopes(p_scopes jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -111,20 +116,26 @@ BEGIN
   IF s IS NOT NULL THEN
     RETURN s;
   END IF;
-  FOR s IN SELECT e FROM jsonb_array_elements(p_scopes) e LOOP
-    v_limit := (s ->> 'limit')::integer;
-    -- Counters exist after their first use, so the plain update is the common path.
-    UPDATE aip_admission_counters SET active = active + 1
-    WHERE scope_kind = s ->> 'kind' AND scope_key = s ->> 'key' AND active < v_limit;
-    IF NOT FOUND THEN
-      INSERT INTO aip_admission_counters AS c (scope_kind, scope_key, active)
-      VALUES (s ->> 'kind', s ->> 'key', 1)
-      ON CONFLICT (scope_kind, scope_key) DO UPDATE SET active = c.active + 1 WHERE c.active < v_limit;
+  BEGIN
+    FOR s IN SELECT e FROM jsonb_array_elements(p_scopes) e LOOP
+      v_limit := (s ->> 'limit')::integer;
+      -- Counters exist after their first use, so the plain update is the common path.
+      UPDATE aip_admission_counters SET active = active + 1
+      WHERE scope_kind = s ->> 'kind' AND scope_key = s ->> 'key' AND active < v_limit;
       IF NOT FOUND THEN
-        RETURN s;
+        INSERT INTO aip_admission_counters AS c (scope_kind, scope_key, active)
+        VALUES (s ->> 'kind', s ->> 'key', 1)
+        ON CONFLICT (scope_kind, scope_key) DO UPDATE SET active = c.active + 1 WHERE c.active < v_limit;
+        IF NOT FOUND THEN
+          RETURN s;
+        END IF;
       END IF;
-    END IF;
-  END LOOP;
+    END LOOP;
+  EXCEPTION WHEN lock_not_available THEN
+    PERFORM aip_fail('capacity-exceeded',
+      format('connector admission scope `%s` is too busy to admit more work now; retry', s ->> 'kind'),
+      jsonb_build_object('scope', s ->> 'kind', 'limit', (s ->> 'limit')::integer, 'retry_after_ms', 100));
+  END;
   RETURN NULL;
 END
 $$;
@@ -162,9 +173,11 @@ BEGIN
 END
 $$;
 
--- Settle, as lease_expired, every reserved route of the given (already locked) replicas, skipping
--- routes a concurrent settlement holds: that settlement releases them itself. Returns how many
--- routes each replica released, so the caller can keep active_assignments exact.
+-- Settle, as lease_expired, every reserved route of the given replicas, which the caller has
+-- locked. Routes are not skipped: every transaction that locks a route row (resolve, reacquire,
+-- settle) locks its replica first, so none can hold one of these routes now, and a settlement
+-- that arrives later finds the route released and answers as an idempotent repeat. Returns how
+-- many routes each replica released, so the caller can keep active_assignments exact.
 CREATE FUNCTION aip_release_replica_routes(p_replica_ids text[], p_now timestamptz)
 RETURNS TABLE (replica_id text, released integer) LANGUAGE plpgsql AS $$
 DECLARE
@@ -175,7 +188,7 @@ BEGIN
   FROM (SELECT a.action_id FROM aip_route_assignments a
         WHERE a.replica_id = ANY (p_replica_ids) AND a.reserved
         ORDER BY a.action_id
-        FOR UPDATE SKIP LOCKED) s;
+        FOR UPDATE) s;
   IF cardinality(v_actions) = 0 THEN
     RETURN;
   END IF;

@@ -7,6 +7,16 @@
 --
 -- Locks, always in this order: the action's advisory lock, the shared catalog publication lock
 -- (new routes only), one replica row, then admission counters in (scope rank, key) order.
+--
+-- A new route chooses and locks its replica before it takes the catalog lock, and only then
+-- confirms, under the lock, that no publication committed since it chose: a resolver that waits
+-- for a busy replica row holds no catalog lock, so a publisher never queues behind it. (When a
+-- publication did slip in, the choice is rolled back, row lock and all, and made again.)
+--
+-- Contention is never answered as a storage failure. A wait that runs out of lock_timeout (every
+-- eligible replica busy, a busy admission counter, the pinned replica of a retry, a publication
+-- holding the catalog, a duplicate request holding the action) is answered capacity-exceeded for
+-- a counter and replica-unavailable otherwise, both with retry guidance.
 
 -- A replica's own state admits new work: ready, lease live, a free slot, circuit closed. Kept
 -- apart from the catalog chain because it is the part that changes without the publication lock:
@@ -69,7 +79,13 @@ DECLARE
 BEGIN
   -- Lock order: replica, then counters. Wait for a busy replica row rather than skip it: a pinned
   -- route has exactly one candidate. Once locked, r is the latest committed version.
-  SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR UPDATE;
+  BEGIN
+    SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR UPDATE;
+  EXCEPTION WHEN lock_not_available THEN
+    PERFORM aip_fail('replica-unavailable',
+      format('pinned connector replica `%s` of instance `%s` is busy; retry', a.replica_id, a.instance_id),
+      jsonb_build_object('instance_id', a.instance_id, 'replica_id', a.replica_id, 'retry_after_ms', 100));
+  END;
   v_ok := r.status IN ('ready', 'draining') AND r.lease_expires_at > v_now
           AND r.active_assignments < r.capacity AND r.circuit_open_until <= v_now
           AND EXISTS (SELECT 1
@@ -121,6 +137,8 @@ DECLARE
   v_cross boolean;
   v_now timestamptz;
   v_revision bigint;
+  v_seen bigint;
+  v_waiting text;
   v_first_instance text;
   v_best text;
   v_best_instance text;
@@ -152,119 +170,157 @@ BEGIN
   v_class := aip_check_label('topology.capacity_class', aip_read_text(v_topology, 'capacity_class', false));
   v_cross := aip_read_bool(v_topology, 'allow_cross_region', true);
 
-  PERFORM aip_lock_action(p_action_id);
-  -- No row lock needed: the action lock serializes every resolve and settle of this action, and
-  -- lease expiry only ever turns reserved routes into released ones. An existing route is
-  -- therefore answered read-only, and a released one cannot change before we reacquire it.
-  SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id;
-  IF FOUND THEN
-    IF a.tenant_id <> p_tenant_id OR a.capability_id <> p_capability_id THEN
-      PERFORM aip_fail('conflict', format('action `%s` already has a different route contract', p_action_id),
-                       jsonb_build_object('action_id', p_action_id));
-    END IF;
-    IF a.reserved THEN
-      RETURN json_build_object('outcome', 'existing', 'assignment', aip_assignment_json(a));
-    END IF;
-    RETURN aip_reacquire_route(a);
-  END IF;
-
-  -- A new action: decide against one catalog revision. The shared publication lock is held to
-  -- commit, so bindings, instances, versions and types cannot change under the decision.
-  v_revision := aip_catalog_revision_shared();
-  v_now := aip_now();
-
-  -- Lock the best eligible replica. Replica state moves without the publication lock, so the
-  -- lock re-checks aip_replica_routable on the row's latest version (EvalPlanQual); a row that
-  -- fails it is passed over (it stays locked until commit, which delays no one for long: only a
-  -- snapshot taken before it became ineligible still wants it). Only the ordering keys may be a
-  -- snapshot old.
-  FOR v_attempt IN 1 .. c_max_attempts LOOP
-    -- The best one nobody else is routing to right now: never waits.
-    SELECT rl.* INTO r
-    FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-    JOIN aip_connector_replicas rl ON rl.replica_id = c.replica_id
-    WHERE aip_replica_routable(rl, v_now)
-    ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
-    LIMIT 1
-    FOR UPDATE OF rl SKIP LOCKED;
-    EXIT WHEN FOUND;
-    -- Nothing unlocked. When nothing is eligible at all, fail now: no retry, no sleep.
-    SELECT c.replica_id, c.instance_id INTO v_best, v_best_instance
-    FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-    ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
-    LIMIT 1;
-    EXIT WHEN NOT FOUND;
-    -- A refusal that does not depend on which replica is given before queueing for one: a tenant
-    -- at its limit is answered 429 at once instead of waiting in line on its own busy replicas.
-    IF v_best_instance IS DISTINCT FROM v_checked_instance THEN
-      SELECT b.quota_policy_ref, i.type_id INTO v_quota_ref, v_type_id
-      FROM aip_capability_bindings b, aip_connector_instances i
-      WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = v_best_instance
-        AND i.instance_id = v_best_instance;
-      v_exhausted := aip_exhausted_scope(
-        aip_new_route_admission(p_tenant_id, p_capability_id, v_best_instance, v_type_id, v_quota_ref) -> 'scopes');
-      IF v_exhausted IS NOT NULL THEN
-        PERFORM aip_fail_capacity(v_exhausted);
+  BEGIN
+    v_waiting := 'action';
+    PERFORM aip_lock_action(p_action_id);
+    v_waiting := NULL;
+    -- No row lock needed: the action lock serializes every resolve and settle of this action, and
+    -- lease expiry only ever turns reserved routes into released ones. An existing route is
+    -- therefore answered read-only, and a released one cannot change before we reacquire it.
+    SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id;
+    IF FOUND THEN
+      IF a.tenant_id <> p_tenant_id OR a.capability_id <> p_capability_id THEN
+        PERFORM aip_fail('conflict', format('action `%s` already has a different route contract', p_action_id),
+                         jsonb_build_object('action_id', p_action_id));
       END IF;
-      v_checked_instance := v_best_instance;
-    END IF;
-    -- Everything eligible is busy: wait for the best row alone (its holder commits in moments).
-    -- A waiting statement locks at most this one row, so two resolvers can never each hold a
-    -- replica the other waits for. If the row filled up meanwhile, the subtransaction rolls back
-    -- and gives the lock up at once (a lock kept to commit would make every later waiter queue
-    -- behind this whole transaction); then try again with a fresh snapshot.
-    BEGIN
-      SELECT rl.* INTO r FROM aip_connector_replicas rl WHERE rl.replica_id = v_best FOR UPDATE;
-      IF NOT coalesce(aip_replica_routable(r, v_now), false) THEN
-        RAISE SQLSTATE 'ARSKP';
+      IF a.reserved THEN
+        RETURN json_build_object('outcome', 'existing', 'assignment', aip_assignment_json(a));
       END IF;
-      EXIT;
-    EXCEPTION WHEN SQLSTATE 'ARSKP' THEN
-      r := NULL;
-    END;
-  END LOOP;
-  IF r.replica_id IS NULL THEN
-    -- Say why: no qualified binding at all, or none of its replicas can take the action. (A
-    -- candidate implies a qualified binding, so a successful resolve never asks.)
-    SELECT b.instance_id INTO v_first_instance
-    FROM aip_route_bindings(p_tenant_id, p_capability_id) b
-    ORDER BY b.priority, b.instance_id
-    LIMIT 1;
-    IF NOT FOUND THEN
-      PERFORM aip_fail('binding-unavailable',
-        format('no enabled connector binding for tenant `%s` and capability `%s`', p_tenant_id, p_capability_id),
-        jsonb_build_object('tenant_id', p_tenant_id, 'capability_id', p_capability_id));
+      RETURN aip_reacquire_route(a);
     END IF;
-    PERFORM aip_fail('replica-unavailable', format('no ready connector replica for instance `%s`', v_first_instance),
-                     jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', 1000));
-  END IF;
 
-  -- The rest of the chosen chain (stable: the publication lock is held).
-  SELECT v.type_id, v.manifest_digest, b.policy_revision, b.credential_revision_ref, b.quota_policy_ref
-  INTO v_type_id, v_manifest_digest, v_policy_revision, v_credential_ref, v_quota_ref
-  FROM aip_capability_bindings b, aip_connector_versions v
-  WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = r.instance_id
-    AND v.version_id = r.version_id;
-  v_admission := aip_new_route_admission(p_tenant_id, p_capability_id, r.instance_id, v_type_id, v_quota_ref);
+    -- A new action. Choose and lock the best eligible replica nobody else is routing to right
+    -- now; when every eligible one is busy, wait for the best one alone (its holder commits in
+    -- moments). Replica state moves without the publication lock, so the lock re-checks
+    -- aip_replica_routable on the row's latest version (EvalPlanQual); only the ordering keys may
+    -- be a snapshot old. Each attempt runs in a subtransaction, so giving up a choice (the row
+    -- filled up while we waited, or a publication committed since we chose) also gives up its row
+    -- lock at once. A waiting statement locks at most this one row, so two resolvers can never
+    -- each hold a replica the other waits for.
+    <<decide>>
+    FOR v_attempt IN 1 .. c_max_attempts LOOP
+      BEGIN
+        -- The revision the choice is made under (read before it, so a publication that commits
+        -- in between is caught below as a changed revision).
+        SELECT x.revision INTO v_seen FROM aip_catalog_revision x WHERE x.singleton;
+        v_now := aip_now();
+        SELECT rl.* INTO r
+        FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
+        JOIN aip_connector_replicas rl ON rl.replica_id = c.replica_id
+        WHERE aip_replica_routable(rl, v_now)
+        ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
+        LIMIT 1
+        FOR UPDATE OF rl SKIP LOCKED;
+        IF NOT FOUND THEN
+          SELECT c.replica_id, c.instance_id INTO v_best, v_best_instance
+          FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
+          ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
+          LIMIT 1;
+          -- Nothing eligible at all: no retry, no wait; say why below, under the catalog lock.
+          EXIT decide WHEN NOT FOUND;
+          -- A refusal that does not depend on which replica is given comes first: a tenant at its
+          -- limit is answered 429 at once instead of waiting in line on its own busy replicas.
+          IF v_best_instance IS DISTINCT FROM v_checked_instance THEN
+            SELECT b.quota_policy_ref, i.type_id INTO v_quota_ref, v_type_id
+            FROM aip_capability_bindings b, aip_connector_instances i
+            WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = v_best_instance
+              AND i.instance_id = v_best_instance;
+            v_exhausted := aip_exhausted_scope(
+              aip_new_route_admission(p_tenant_id, p_capability_id, v_best_instance, v_type_id, v_quota_ref) -> 'scopes');
+            IF v_exhausted IS NOT NULL THEN
+              PERFORM aip_fail_capacity(v_exhausted);
+            END IF;
+            v_checked_instance := v_best_instance;
+          END IF;
+          v_waiting := 'replica';
+          SELECT rl.* INTO r FROM aip_connector_replicas rl WHERE rl.replica_id = v_best FOR UPDATE;
+          v_waiting := NULL;
+          IF NOT coalesce(aip_replica_routable(r, v_now), false) THEN
+            RAISE SQLSTATE 'ARSKP'; -- it filled up meanwhile: choose again with a fresh snapshot
+          END IF;
+        END IF;
+        -- The catalog lock, without waiting while a row is held: if a publication holds it or
+        -- waits for it, step back (the row goes with the subtransaction) and wait for it freely.
+        IF NOT pg_try_advisory_xact_lock_shared(hashtext(current_database()), 1095323715) THEN
+          RAISE SQLSTATE 'ARPUB';
+        END IF;
+        SELECT x.revision INTO v_revision FROM aip_catalog_revision x WHERE x.singleton;
+        IF v_revision <> v_seen THEN
+          RAISE SQLSTATE 'ARSKP'; -- a publication committed since the choice: choose again
+        END IF;
+        EXIT decide;
+      EXCEPTION
+        WHEN SQLSTATE 'ARSKP' THEN
+          r := NULL;
+        WHEN SQLSTATE 'ARPUB' THEN
+          r := NULL;
+          v_waiting := 'catalog';
+          PERFORM aip_catalog_revision_shared();
+          v_waiting := NULL;
+      END;
+    END LOOP;
+    IF r.replica_id IS NULL THEN
+      IF v_best_instance IS NOT NULL THEN
+        -- Eligible replicas exist, but each attempt found its choice gone by the time it was ours.
+        PERFORM aip_fail('replica-unavailable',
+          format('every eligible connector replica for instance `%s` is busy; retry', v_best_instance),
+          jsonb_build_object('instance_id', v_best_instance, 'retry_after_ms', 100));
+      END IF;
+      -- Say why, at one revision: no qualified binding at all, or none of its replicas can take
+      -- the action. (A candidate implies a qualified binding, so a successful resolve never asks.)
+      v_waiting := 'catalog';
+      PERFORM aip_catalog_revision_shared();
+      SELECT b.instance_id INTO v_first_instance
+      FROM aip_route_bindings(p_tenant_id, p_capability_id) b
+      ORDER BY b.priority, b.instance_id
+      LIMIT 1;
+      IF NOT FOUND THEN
+        PERFORM aip_fail('binding-unavailable',
+          format('no enabled connector binding for tenant `%s` and capability `%s`', p_tenant_id, p_capability_id),
+          jsonb_build_object('tenant_id', p_tenant_id, 'capability_id', p_capability_id));
+      END IF;
+      PERFORM aip_fail('replica-unavailable', format('no ready connector replica for instance `%s`', v_first_instance),
+                       jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', 1000));
+    END IF;
 
-  -- Counters before any write: a refused request (a noisy tenant at its limit) costs no insert.
-  v_exhausted := aip_reserve_scopes(v_admission -> 'scopes');
-  IF v_exhausted IS NOT NULL THEN
-    PERFORM aip_fail_capacity(v_exhausted);
-  END IF;
-  UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = r.replica_id;
-  INSERT INTO aip_route_assignments (
-    action_id, capability_id, tenant_id, instance_id, version_id, manifest_digest, replica_id, endpoint,
-    peer_principal_id, peer_principal_kind, peer_did, trust_domain, transport_profile, region, zone, capacity_class,
-    catalog_revision, binding_policy_revision, credential_revision_ref, quota_policy_ref, replica_health_revision,
-    fence_token, admission, assigned_at, reserved, reservation_scopes, updated_at)
-  VALUES (
-    p_action_id, p_capability_id, p_tenant_id, r.instance_id, r.version_id, v_manifest_digest, r.replica_id, r.endpoint,
-    r.peer_principal_id, r.peer_principal_kind, r.peer_did, r.trust_domain, r.transport_profile, r.region, r.zone,
-    r.capacity_class, v_revision, v_policy_revision, v_credential_ref, v_quota_ref, r.health_revision,
-    'route_' || aip_uuid7_simple(), v_admission, v_now, true, v_admission -> 'scopes', v_now)
-  RETURNING * INTO a;
-  RETURN json_build_object('outcome', 'created', 'assignment', aip_assignment_json(a));
+    -- The rest of the chosen chain (stable: the publication lock is held).
+    SELECT v.type_id, v.manifest_digest, b.policy_revision, b.credential_revision_ref, b.quota_policy_ref
+    INTO v_type_id, v_manifest_digest, v_policy_revision, v_credential_ref, v_quota_ref
+    FROM aip_capability_bindings b, aip_connector_versions v
+    WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = r.instance_id
+      AND v.version_id = r.version_id;
+    v_admission := aip_new_route_admission(p_tenant_id, p_capability_id, r.instance_id, v_type_id, v_quota_ref);
+
+    -- Counters before any write: a refused request (a noisy tenant at its limit) costs no insert.
+    v_exhausted := aip_reserve_scopes(v_admission -> 'scopes');
+    IF v_exhausted IS NOT NULL THEN
+      PERFORM aip_fail_capacity(v_exhausted);
+    END IF;
+    UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = r.replica_id;
+    INSERT INTO aip_route_assignments (
+      action_id, capability_id, tenant_id, instance_id, version_id, manifest_digest, replica_id, endpoint,
+      peer_principal_id, peer_principal_kind, peer_did, trust_domain, transport_profile, region, zone, capacity_class,
+      catalog_revision, binding_policy_revision, credential_revision_ref, quota_policy_ref, replica_health_revision,
+      fence_token, admission, assigned_at, reserved, reservation_scopes, updated_at)
+    VALUES (
+      p_action_id, p_capability_id, p_tenant_id, r.instance_id, r.version_id, v_manifest_digest, r.replica_id, r.endpoint,
+      r.peer_principal_id, r.peer_principal_kind, r.peer_did, r.trust_domain, r.transport_profile, r.region, r.zone,
+      r.capacity_class, v_revision, v_policy_revision, v_credential_ref, v_quota_ref, r.health_revision,
+      'route_' || aip_uuid7_simple(), v_admission, v_now, true, v_admission -> 'scopes', v_now)
+    RETURNING * INTO a;
+    RETURN json_build_object('outcome', 'created', 'assignment', aip_assignment_json(a));
+  EXCEPTION WHEN lock_not_available THEN
+    -- Counters and the pinned replica answer their own waits (aip_reserve_scopes,
+    -- aip_reacquire_route); what is left is named by v_waiting.
+    PERFORM aip_fail('replica-unavailable',
+      CASE v_waiting
+        WHEN 'action' THEN format('another request for action `%s` is still being decided; retry', p_action_id)
+        WHEN 'replica' THEN format('every eligible connector replica for instance `%s` is busy; retry', v_best_instance)
+        WHEN 'catalog' THEN 'a catalog publication is in progress; retry'
+        ELSE 'the routing decision could not take its locks in time; retry' END,
+      jsonb_build_object('retry_after_ms', CASE v_waiting WHEN 'replica' THEN 100 ELSE 1000 END)
+      || CASE WHEN v_waiting = 'replica' THEN jsonb_build_object('instance_id', v_best_instance) ELSE '{}'::jsonb END);
+  END;
 END
 $$;
 

@@ -4,6 +4,16 @@
 -- (fence token, timestamps, admission snapshot, anything) is `fence-lost`. A reserved route is
 -- released once: every counter, the replica's active count, and the circuit update happen in
 -- this one statement. Settling an already released route is an idempotent no-op.
+--
+-- Refusals take no row lock. The route is read without one (the action lock already serializes
+-- every resolve and settle of the action, and its columns other than the reservation never
+-- change), and refused (not-found, fence-lost) before anything is locked. Only a settlement that
+-- will release locks anything, in the global order (replica, then route, then counters): the
+-- replica's releasers (offline, lease expiry) take the same replica lock first and then wait for
+-- its routes, never skip them, so no interleaving of a settlement with them can leave a route
+-- reserved on an offline replica. Once the replica is ours, the route is released only if it is
+-- still reserved: a releaser that got there first already settled it as lease_expired, and this
+-- call is then the idempotent repeat.
 
 -- Entry point (data role). Returns {action_id, released, last_settlement}.
 CREATE FUNCTION aip_settle_route(p_action_id text, p_tenant_id text, p_assignment jsonb, p_outcome text)
@@ -27,7 +37,7 @@ BEGIN
     PERFORM aip_invalid_field('assignment', 'must be the RouteAssignment object');
   END IF;
   PERFORM aip_lock_action(p_action_id);
-  SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id FOR UPDATE;
+  SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id;
   -- Another tenant's action is indistinguishable from a missing one.
   IF NOT FOUND OR a.tenant_id IS DISTINCT FROM p_tenant_id THEN
     PERFORM aip_fail('not-found', format('route for action `%s` was not found', p_action_id),
@@ -41,11 +51,21 @@ BEGIN
     RETURN json_build_object('action_id', a.action_id, 'released', false, 'last_settlement', a.last_settlement);
   END IF;
 
+  -- Lock order: the replica first (see admission.sql). Then the route, released only if no
+  -- releaser got to it while this call waited for the replica.
+  PERFORM 1 FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR NO KEY UPDATE;
   v_now := aip_now();
+  UPDATE aip_route_assignments
+  SET reserved = false, reservation_scopes = '[]'::jsonb, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
+  WHERE action_id = p_action_id AND reserved;
+  IF NOT FOUND THEN
+    RETURN json_build_object('action_id', a.action_id, 'released', false,
+                             'last_settlement', (SELECT x.last_settlement FROM aip_route_assignments x WHERE x.action_id = p_action_id));
+  END IF;
+
   v_threshold := coalesce((a.admission ->> 'circuit_failure_threshold')::integer, 0);
   v_open_ms := coalesce((a.admission ->> 'circuit_open_ms')::integer, 0);
-  -- Lock order: replica, then counters (see admission.sql). The circuit uses the thresholds
-  -- pinned in the route, not the policy's current ones.
+  -- The circuit uses the thresholds pinned in the route, not the policy's current ones.
   UPDATE aip_connector_replicas
   SET active_assignments = active_assignments - 1,
       consecutive_failures = CASE
@@ -64,10 +84,9 @@ BEGIN
     PERFORM aip_fail('fence-lost', format('replica `%s` of the pinned route holds no reservation to release', a.replica_id),
                      jsonb_build_object('action_id', p_action_id));
   END IF;
+  -- The scopes read above are still the route's: only resolve (serialized by the action lock)
+  -- and the releasers (excluded by the update just made) ever change them.
   PERFORM aip_release_scopes(a.reservation_scopes);
-  UPDATE aip_route_assignments
-  SET reserved = false, reservation_scopes = '[]'::jsonb, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
-  WHERE action_id = p_action_id;
   RETURN json_build_object('action_id', a.action_id, 'released', true, 'last_settlement', p_outcome);
 END
 $$;

@@ -22,15 +22,18 @@
 -- routes it settled (a route another transaction holds is skipped, and counted until it is
 -- settled), so a takeover inherits the count of the routes still reserved.
 --
--- Who may drive a replica: p_peer_principal_id is the caller's verified host principal (the
--- token's peer_principal_id claim); a replica provisioned for another principal is
--- indistinguishable from one that does not exist. NULL is operator authority (registry:admin,
--- or a caller with direct database access), which may drive any replica.
+-- The last request is a replay record of the host's own transitions only: whatever else moves the
+-- replica (lease expiry, a capacity change) clears it, so a replay never answers with a state the
+-- replica has since left.
+--
+-- Who may drive a replica is decided by which entry point the database role may execute: a
+-- connector host (the data role) always names its verified principal (the token's
+-- peer_principal_id claim), and a replica provisioned for another principal is indistinguishable
+-- from one that does not exist; an operator (the control role only) may drive any replica.
 
-CREATE FUNCTION aip_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb, p_peer_principal_id text DEFAULT NULL) RETURNS json
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
-SET lock_timeout = '2s' AS $$
+-- The transition itself, for either entry point. p_peer_principal_id NULL: operator authority.
+CREATE FUNCTION aip_replica_transition(p_replica_id text, p_operation text, p_request jsonb, p_peer_principal_id text) RETURNS json
+LANGUAGE plpgsql AS $$
 DECLARE
   c_default_ttl_ms constant integer := 30000;
   v_request jsonb := coalesce(p_request, '{}'::jsonb);
@@ -140,5 +143,28 @@ BEGIN
       updated_at = v_now
   WHERE replica_id = p_replica_id;
   RETURN v_response;
+END
+$$;
+
+-- Entry point (data role): a connector host drives one of its own replicas.
+CREATE FUNCTION aip_host_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb, p_peer_principal_id text) RETURNS json
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
+BEGIN
+  IF nullif(btrim(p_peer_principal_id), '') IS NULL THEN
+    PERFORM aip_fail('forbidden', 'a connector host must name its verified peer principal: it may drive only its own replicas');
+  END IF;
+  RETURN aip_replica_transition(p_replica_id, p_operation, p_request, p_peer_principal_id);
+END
+$$;
+
+-- Entry point (control role): an operator drives any replica, e.g. takes a misbehaving one offline.
+CREATE FUNCTION aip_operator_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb) RETURNS json
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '2s' AS $$
+BEGIN
+  RETURN aip_replica_transition(p_replica_id, p_operation, p_request, NULL);
 END
 $$;

@@ -3,16 +3,18 @@
 
 -- Entry point (data role). Marks at most p_limit replicas whose lease expired offline and settles
 -- their reserved routes as lease_expired, releasing every counter. Destinations recorded in
--- routes are never rewritten and no endpoint is contacted. Returns {expired, released}.
+-- routes are never rewritten and no endpoint is contacted. Returns {expired, released,
+-- next_deadline}: next_deadline is the earliest lease end among replicas not yet offline after
+-- this batch (in the past when a backlog remains), or null when no lease is live, so a scheduler
+-- can sleep until then and an idle deployment needs no statement at all.
 --
--- Nothing here waits on a row another transaction holds: concurrent runs take disjoint batches of
--- replicas (SKIP LOCKED, re-checked against the latest committed row, so a replica a finished run
--- already took is not taken again), and a route a settlement or resolve is holding is skipped
--- (settle takes the route before the replica; waiting for it here would invert the lock order).
--- Such a route stays reserved and counted in active_assignments, which drops by exactly what was
--- released, until its holder settles it. Counters are taken last, in (rank, key) order.
--- Routing already ignores an expired lease, so running this late never routes to a dead host; it
--- only returns capacity.
+-- Nothing here waits on a replica another transaction holds: concurrent runs take disjoint
+-- batches (SKIP LOCKED, re-checked against the latest committed row, so a replica a finished run
+-- already took is not taken again), and a replica a settlement or lifecycle call holds is left
+-- for the next run (it stays in next_deadline). The routes of the replicas taken are all
+-- released: whoever locks a route locks its replica first (see admission.sql). Routing already
+-- ignores an expired lease, so running this late never routes to a dead host; it only returns
+-- capacity.
 CREATE FUNCTION aip_expire_leases(p_limit integer) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -20,7 +22,7 @@ SET lock_timeout = '2s' AS $$
 DECLARE
   v_now timestamptz := aip_now();
   v_ids text[];
-  v_released integer;
+  v_released integer := 0;
 BEGIN
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
     PERFORM aip_invalid_field('limit', 'must be an integer in [1, 10000]');
@@ -31,20 +33,23 @@ BEGIN
         ORDER BY r.lease_expires_at, r.replica_id
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED) s;
-  IF cardinality(v_ids) = 0 THEN
-    RETURN json_build_object('expired', 0, 'released', 0);
+  IF cardinality(v_ids) > 0 THEN
+    -- The host's replay record goes with the state it answered for (see replicas.sql).
+    WITH released AS (SELECT * FROM aip_release_replica_routes(v_ids, v_now)),
+    expired AS (
+      UPDATE aip_connector_replicas r
+      SET status = 'offline', lease_expires_at = least(r.lease_expires_at, v_now), health_revision = r.health_revision + 1,
+          active_assignments = r.active_assignments - coalesce(x.released, 0),
+          last_request_id = NULL, last_request = NULL, last_response = NULL, updated_at = v_now
+      FROM unnest(v_ids) AS ids(replica_id)
+      LEFT JOIN released x ON x.replica_id = ids.replica_id
+      WHERE r.replica_id = ids.replica_id
+      RETURNING x.released)
+    SELECT coalesce(sum(e.released), 0) INTO v_released FROM expired e;
   END IF;
-  WITH released AS (SELECT * FROM aip_release_replica_routes(v_ids, v_now)),
-  expired AS (
-    UPDATE aip_connector_replicas r
-    SET status = 'offline', lease_expires_at = least(r.lease_expires_at, v_now), health_revision = r.health_revision + 1,
-        active_assignments = r.active_assignments - coalesce(x.released, 0), updated_at = v_now
-    FROM unnest(v_ids) AS ids(replica_id)
-    LEFT JOIN released x ON x.replica_id = ids.replica_id
-    WHERE r.replica_id = ids.replica_id
-    RETURNING x.released)
-  SELECT coalesce(sum(e.released), 0) INTO v_released FROM expired e;
-  RETURN json_build_object('expired', cardinality(v_ids), 'released', v_released);
+  RETURN json_build_object(
+    'expired', cardinality(v_ids), 'released', v_released,
+    'next_deadline', aip_time((SELECT min(r.lease_expires_at) FROM aip_connector_replicas r WHERE r.status <> 'offline')));
 END
 $$;
 
@@ -126,6 +131,11 @@ $$;
 --   released_route_holds_scopes  a released route still lists scopes it no longer holds
 --   revision_behind_route        a route pinned a catalog revision newer than the current one
 --   health_behind_route          a route pinned a replica health revision newer than the replica's
+--   reserved_on_offline_replica  a route still reserved on an offline replica: nothing would ever
+--                                release it (offline and expiry release every route they find)
+--   reservation_outlived_lease   a route still reserved on a replica whose lease ended more than a
+--                                minute ago: lease maintenance (which runs at the deadline) has not
+--                                returned its capacity
 CREATE FUNCTION aip_check_invariants() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -182,7 +192,13 @@ SET lock_timeout = '2s' AS $$
                                                      'route_health_revision', m.max_health)
     FROM (SELECT a.replica_id, max(a.replica_health_revision) AS max_health FROM aip_route_assignments a GROUP BY a.replica_id) m
     JOIN aip_connector_replicas r USING (replica_id)
-    WHERE m.max_health > r.health_revision)
+    WHERE m.max_health > r.health_revision
+    UNION ALL
+    SELECT CASE WHEN r.status = 'offline' THEN 'reserved_on_offline_replica' ELSE 'reservation_outlived_lease' END,
+           jsonb_build_object('replica_id', r.replica_id, 'replica_status', r.status,
+                              'lease_expires_at', aip_time(r.lease_expires_at), 'reserved_routes', p.n)
+    FROM per_replica p JOIN aip_connector_replicas r USING (replica_id)
+    WHERE r.status = 'offline' OR r.lease_expires_at < aip_now() - interval '1 minute')
   SELECT json_build_object(
     'checked_at', aip_time(aip_now()),
     'healthy', NOT EXISTS (SELECT 1 FROM violations),

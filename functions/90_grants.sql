@@ -1,8 +1,8 @@
 -- Who may call what. Runtime roles have no table privileges at all (migration 0001); they reach
 -- the tables only through these SECURITY DEFINER entry points, which run as the owner.
---   aip_registry_control: publication and administrative reads
---   aip_registry_data:    catalog reads, routing, settlement, replica lifecycle, lease expiry,
---                         fleet status
+--   aip_registry_control: publication, administrative reads, operator replica lifecycle
+--   aip_registry_data:    catalog reads, routing, settlement, host replica lifecycle (always with
+--                         the host's principal), lease expiry, fleet status
 -- Everything else (the helpers above) is callable by the owner only.
 
 DO $$
@@ -21,6 +21,7 @@ GRANT EXECUTE ON FUNCTION
   aip_admin_get(text, text),
   aip_admin_bindings(text, text, integer),
   aip_admin_catalog_page(text, boolean, jsonb),
+  aip_operator_replica_lifecycle(text, text, jsonb),
   aip_check_invariants(),
   aip_schema_status()
 TO aip_registry_control;
@@ -31,7 +32,7 @@ GRANT EXECUTE ON FUNCTION
   aip_resolve_route(text, text, text, jsonb),
   aip_get_route(text, text),
   aip_settle_route(text, text, jsonb, text),
-  aip_replica_lifecycle(text, text, jsonb, text),
+  aip_host_replica_lifecycle(text, text, jsonb, text),
   aip_expire_leases(integer),
   aip_fleet_status(),
   aip_fleet_regions(integer),

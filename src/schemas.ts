@@ -491,6 +491,9 @@ export const LeaseExpiryResult = z
   .object({
     expired: Count.openapi({ description: "Replicas marked offline; fewer than `limit` means the backlog is drained." }),
     released: Count.openapi({ description: "Their reserved routes, settled as lease_expired." }),
+    next_deadline: Timestamp.nullable().openapi({
+      description: "The earliest lease end among replicas not yet offline after this batch (in the past while a backlog remains); null when no lease is live.",
+    }),
   })
   .openapi("LeaseExpiryResult");
 

@@ -119,15 +119,18 @@ export class Registry {
     return this.data("aip_settle_route($1::text, $2::text, $3::jsonb, $4::text)", [actionId, tenantId, json(assignment), outcome]);
   }
 
-  /**
-   * `peerPrincipalId`: the calling host's verified principal; only a replica provisioned for it
-   * is found. Omitted (null): operator authority over every replica.
-   */
-  replicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest, peerPrincipalId: string | null = null): Promise<LifecycleResult> {
-    return this.data("aip_replica_lifecycle($1::text, $2::text, $3::jsonb, $4::text)", [replicaId, operation, json(request), peerPrincipalId]);
+  /** A connector host's transition: only a replica provisioned for `peerPrincipalId` (the host's verified principal) is found. */
+  replicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest, peerPrincipalId: string): Promise<LifecycleResult> {
+    return this.data("aip_host_replica_lifecycle($1::text, $2::text, $3::jsonb, $4::text)", [replicaId, operation, json(request), peerPrincipalId]);
   }
 
-  expireLeases(limit: number): Promise<{ expired: number; released: number }> {
+  /** An operator's transition of any replica: the control role's authority. */
+  operatorReplicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest): Promise<LifecycleResult> {
+    return this.control("aip_operator_replica_lifecycle($1::text, $2::text, $3::jsonb)", [replicaId, operation, json(request)]);
+  }
+
+  /** `next_deadline`: the earliest lease end among replicas not yet offline (past: a backlog remains), null when none is live. */
+  expireLeases(limit: number): Promise<{ expired: number; released: number; next_deadline: string | null }> {
     return this.data("aip_expire_leases($1::integer)", [limit]);
   }
 

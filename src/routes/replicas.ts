@@ -46,14 +46,13 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     async (c) => {
       const { replica_id, operation } = c.req.valid("param");
       const principal = c.get("principal");
-      let peer: string | null = principal.peerPrincipalId;
-      if (!peer) {
-        if (!principal.scopes.has("registry:admin")) {
-          throw new RegistryError("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas");
-        }
-        peer = null; // operator authority
+      const request = c.req.valid("json");
+      if (principal.peerPrincipalId) return c.json(await registry.replicaLifecycle(replica_id, operation, request, principal.peerPrincipalId), 200);
+      if (!principal.scopes.has("registry:admin")) {
+        throw new RegistryError("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas");
       }
-      return c.json(await registry.replicaLifecycle(replica_id, operation, c.req.valid("json"), peer), 200);
+      // Operator authority lives in the control role: a data-plane-only process refuses it (403).
+      return c.json(await registry.operatorReplicaLifecycle(replica_id, operation, request), 200);
     },
   );
 }

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/node.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet, requestId } from "../support/fleet.js";
+import { publishSimpleFleet, requestId, hostPrincipal } from "../support/fleet.js";
 import { TEST_SECRET } from "../support/http.js";
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
@@ -86,7 +86,7 @@ beforeAll(async () => {
   await db.registry.resolveRoute("act_ui_1", "tenant-a", "cap:ui.search");
   await db.registry.resolveRoute("act_ui_2", "tenant-a", "cap:ui.search");
   const drainingSequence = (await db.registry.adminGet("replica", "crepl_ui_tenant-b"))?.health_revision as number;
-  await db.registry.replicaLifecycle("crepl_ui_tenant-b", "drain", { request_id: requestId(), previous_sequence: drainingSequence });
+  await db.registry.replicaLifecycle("crepl_ui_tenant-b", "drain", { request_id: requestId(), previous_sequence: drainingSequence }, hostPrincipal("crepl_ui_tenant-b"));
   await db.owner.query("UPDATE aip_connector_replicas SET lease_expires_at = now() - interval '1 minute' WHERE replica_id = 'crepl_ui_tenant-c'");
 
   context = await chromium.launchPersistentContext(join(dir, "profile"), {

@@ -13,7 +13,7 @@ import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { CatalogPage } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, registerReplica, replica, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, requestId, version } from "../support/fleet.js";
 
 let db: TestDatabase;
 let control: pg.Pool;
@@ -102,7 +102,7 @@ it("a reader never sees a page that mixes two publications, and a cursor never c
   const heartbeats = async () => {
     let sequence = Number((await db.registry.adminGet("replica", "crepl_cc0"))!.health_revision);
     while (publishing) {
-      sequence = (await readerRegistry.replicaLifecycle("crepl_cc0", "heartbeat", { request_id: requestId(), previous_sequence: sequence })).sequence;
+      sequence = (await readerRegistry.replicaLifecycle("crepl_cc0", "heartbeat", { request_id: requestId(), previous_sequence: sequence }, hostPrincipal("crepl_cc0"))).sequence;
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
   };

@@ -25,7 +25,7 @@ import {
   waitForBackendExit,
   waitForLockWaiter,
 } from "../support/faults.js";
-import { binding, instance, policy } from "../support/fleet.js";
+import { binding, instance, policy, hostPrincipal } from "../support/fleet.js";
 import { createTestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
@@ -163,13 +163,13 @@ const CASES: MidStatementCase[] = [
     },
     locks: (f) => [bindingCounterLock(f)],
     call: (registry, f, { route, sequence }) =>
-      registry.replicaLifecycle(route!.replica_id, "offline", { request_id: `msg_${f.prefix}_offline`, previous_sequence: sequence! }),
+      registry.replicaLifecycle(route!.replica_id, "offline", { request_id: `msg_${f.prefix}_offline`, previous_sequence: sequence! }, hostPrincipal(route!.replica_id)),
     retry: async (registry, f, { route, sequence }) => {
       const request = { request_id: `msg_${f.prefix}_offline`, previous_sequence: sequence! };
-      const answer = await registry.replicaLifecycle(route!.replica_id, "offline", request);
+      const answer = await registry.replicaLifecycle(route!.replica_id, "offline", request, hostPrincipal(route!.replica_id));
       expect(answer).toMatchObject({ status: "offline", sequence: sequence! + 1 });
       // Applied once: a replay of the same request answers the same and moves nothing.
-      expect(await registry.replicaLifecycle(route!.replica_id, "offline", request)).toEqual(answer);
+      expect(await registry.replicaLifecycle(route!.replica_id, "offline", request, hostPrincipal(route!.replica_id))).toEqual(answer);
       expect(await registry.getRoute(route!.action_id, f.tenant)).toMatchObject({ reserved: false, last_settlement: "lease_expired" });
     },
   },
@@ -184,8 +184,8 @@ const CASES: MidStatementCase[] = [
     locks: (f) => [bindingCounterLock(f)],
     call: (registry) => registry.expireLeases(10),
     retry: async (registry, f, { route }) => {
-      expect(await registry.expireLeases(10)).toEqual({ expired: 1, released: 1 });
-      expect(await registry.expireLeases(10)).toEqual({ expired: 0, released: 0 });
+      expect(await registry.expireLeases(10)).toMatchObject({ expired: 1, released: 1 });
+      expect(await registry.expireLeases(10)).toMatchObject({ expired: 0, released: 0 });
       expect(await registry.getRoute(route!.action_id, f.tenant)).toMatchObject({ reserved: false, last_settlement: "lease_expired" });
     },
   },
@@ -321,7 +321,7 @@ describe("statement_timeout", () => {
       ["publish (exclusive publication lock)", () => v.registry.publish([policy(`quota:${f.prefix}:late`)])],
       ["catalog page (shared publication lock)", () => v.registry.catalogPage(f.tenant, {})],
       ["catalog get (shared publication lock)", () => v.registry.catalogGet(f.tenant, f.capability)],
-      ["heartbeat (replica row)", () => v.registry.replicaLifecycle(f.replica.b!, "heartbeat", { request_id: "msg_stmt_hb", previous_sequence: heartbeatSequence })],
+      ["heartbeat (replica row)", () => v.registry.replicaLifecycle(f.replica.b!, "heartbeat", { request_id: "msg_stmt_hb", previous_sequence: heartbeatSequence }, hostPrincipal(f.replica.b!))],
       ["lease expiry (counter row)", () => v.registry.expireLeases(10)],
     ];
     try {
@@ -355,8 +355,9 @@ describe("statement_timeout", () => {
 
 describe("lock_timeout", () => {
   // With no statement_timeout at all (a Worker whose role sets none), every entry point that
-  // waits for a lock still gives up by itself: each function sets its own lock_timeout.
-  it("every entry point that waits on a lock gives up after its own lock_timeout, as retryable storage", async () => {
+  // waits for a lock still gives up by itself: each function sets its own lock_timeout. The
+  // resolver answers a wait it gives up as contention (test/db/contention.test.ts), never storage.
+  it("every entry point that waits on a lock gives up after its own lock_timeout, as retryable storage or contention", async () => {
     const f = await fleet("lockto");
     const settleRoute = await reservedRoute(f, "settle");
     await reservedRoute(f, "expire", "eu-west-1a");
@@ -372,7 +373,7 @@ describe("lock_timeout", () => {
       ["aip_catalog_page", () => registry.catalogPage(f.tenant, {})],
       ["aip_catalog_get", () => registry.catalogGet(f.tenant, f.capability)],
       ["aip_admin_catalog_page", () => registry.adminCatalogPage(null, true, {})],
-      ["aip_replica_lifecycle", () => registry.replicaLifecycle(f.replica.b!, "heartbeat", { request_id: "msg_lockto_hb", previous_sequence: sequence })],
+      ["aip_host_replica_lifecycle", () => registry.replicaLifecycle(f.replica.b!, "heartbeat", { request_id: "msg_lockto_hb", previous_sequence: sequence }, hostPrincipal(f.replica.b!))],
       ["aip_expire_leases", () => registry.expireLeases(10)],
     ];
     try {
@@ -394,7 +395,11 @@ describe("lock_timeout", () => {
       } finally {
         await held.release();
       }
-      expect(outcomes).toEqual(operations.map(([name]) => ({ name, code: "storage", sqlstate: "55P03" })));
+      expect(outcomes).toEqual(
+        operations.map(([name]) =>
+          name === "aip_resolve_route" ? { name, code: "replica-unavailable", sqlstate: undefined } : { name, code: "storage", sqlstate: "55P03" },
+        ),
+      );
       expect(await registryState(db.owner)).toEqual(before);
     } finally {
       await Promise.all([pool.end(), control.end()]);

@@ -6,7 +6,7 @@ import canonicalize from "canonicalize";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { catalogRevision, expectCode, idsOf, tenantWalk } from "../support/catalog.js";
-import { binding, connectorType, instance, policy, publishSimpleFleet, registerReplica, replica, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, publishSimpleFleet, registerReplica, replica, requestId, version, hostPrincipal } from "../support/fleet.js";
 import type { CatalogPage } from "../../src/schemas.js";
 
 let db: TestDatabase;
@@ -165,7 +165,7 @@ describe("the cursor", () => {
     // capacity change published by an operator, and a route resolved and settled.
     let sequence = (await db.registry.adminGet("replica", replicaId))!.health_revision as number;
     for (const operation of ["heartbeat", "drain", "offline"] as const) {
-      sequence = (await db.registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), previous_sequence: sequence, lease_ttl_ms: 90_000 })).sequence;
+      sequence = (await db.registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), previous_sequence: sequence, lease_ttl_ms: 90_000 }, hostPrincipal(replicaId))).sequence;
     }
     await registerReplica(db.registry, replicaId, 20_000);
     const capacity = await db.registry.publish([replica(replicaId, `cinst_cur_tenant-cur`, fleet.versionId, { capacity: 25 })]);

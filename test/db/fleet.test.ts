@@ -47,7 +47,7 @@ describe("lease expiry", () => {
     const heldBefore = await counters(db);
     expect(heldBefore).toMatchObject({ "tenant:tenant-x": 2, "tenant:tenant-y": 1 });
 
-    expect(await db.registry.expireLeases(100)).toEqual({ expired: 1, released: 2 });
+    expect(await db.registry.expireLeases(100)).toMatchObject({ expired: 1, released: 2 });
 
     expect(await replicaRow(db, a)).toMatchObject({ status: "offline", active_assignments: 0, health_revision: seqA + 1, lease_expires_at: leaseBefore });
     expect(await replicaRow(db, b)).toMatchObject({ status: "ready", active_assignments: 1 });
@@ -64,49 +64,48 @@ describe("lease expiry", () => {
     }
     expect(await counters(db)).toEqual(held);
     expect((await routeRow(onB.action_id)).reserved).toBe(true);
-    expect(await db.registry.expireLeases(100)).toEqual({ expired: 0, released: 0 });
+    expect(await db.registry.expireLeases(100)).toMatchObject({ expired: 0, released: 0 });
     expect(await db.registry.checkInvariants()).toMatchObject({ healthy: true, violations: [] });
   });
 
-  it("skips, without waiting, a route another transaction holds; the count stays exact until that one settles", async () => {
+  it("skips, without waiting, a replica another transaction holds, and releases every route of the ones it takes", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "held", tenants: ["tenant-held"], replicasPerTenant: 2 });
-    const [expiring, goingOffline] = fleet.replicas as [string, string];
-    const seqOffline = (await lifecycle(db.registry, goingOffline, "register", { lease_ttl_ms: 60_000 })).sequence;
+    const [held, free] = fleet.replicas as [string, string];
+    for (const id of fleet.replicas) await lifecycle(db.registry, id, "register", { lease_ttl_ms: 60_000 });
     const routes: RouteAssignment[] = [];
-    for (let n = 0; n < 4; n++) routes.push((await db.registry.resolveRoute(`act_held_${n}`, "tenant-held", fleet.capability)).assignment);
-    await lifecycle(db.registry, expiring, "register", { lease_ttl_ms: 1000 });
-    for (let n = 4; n < 8; n++) routes.push((await db.registry.resolveRoute(`act_held_${n}`, "tenant-held", fleet.capability)).assignment);
-    const onExpiring = routes.filter((r) => r.replica_id === expiring);
-    const onOffline = routes.filter((r) => r.replica_id === goingOffline);
-    expect(onExpiring.length).toBeGreaterThanOrEqual(2);
-    expect(onOffline.length).toBeGreaterThanOrEqual(2);
-    await waitForLeaseEnd(db, [expiring]);
+    for (let n = 0; n < 8; n++) routes.push((await db.registry.resolveRoute(`act_held_${n}`, "tenant-held", fleet.capability)).assignment);
+    const onHeld = routes.filter((r) => r.replica_id === held);
+    const onFree = routes.filter((r) => r.replica_id === free);
+    expect(onHeld.length).toBeGreaterThanOrEqual(2);
+    expect(onFree.length).toBeGreaterThanOrEqual(2);
+    // Both leases end (sequence 1 -> 2, then a 1 s lease runs out).
+    for (const id of fleet.replicas) await lifecycle(db.registry, id, "heartbeat", { previous_sequence: 1, lease_ttl_ms: 1000 });
+    await waitForLeaseEnd(db, fleet.replicas);
 
-    // A gateway's transaction holds one route of each replica (as settle and resolve do first:
-    // route row, then replica row), and then waits for the replica rows.
+    // A gateway's settlement holds one replica row (settle, resolve and reacquire lock the replica
+    // before its routes and counters). Expiry passes that replica over without waiting and takes
+    // the other whole; the held one stays in the backlog (next_deadline in the past).
     const gateway = await db.owner.connect();
-    const held = [onExpiring[0]!, onOffline[0]!];
     try {
       await gateway.query("BEGIN");
-      await gateway.query("SELECT 1 FROM aip_route_assignments WHERE action_id = ANY ($1) FOR UPDATE", [held.map((r) => r.action_id)]);
-      expect(await db.registry.expireLeases(10)).toEqual({ expired: 1, released: onExpiring.length - 1 });
-      await lifecycle(db.registry, goingOffline, "offline", { previous_sequence: seqOffline });
-      // Its waiting on the replica rows now would have deadlocked against a run that waits for routes.
-      await gateway.query("UPDATE aip_connector_replicas SET updated_at = updated_at WHERE replica_id = ANY ($1)", [[expiring, goingOffline]]);
+      await gateway.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = $1 FOR NO KEY UPDATE", [held]);
+      const run = await db.registry.expireLeases(10);
+      expect(run).toMatchObject({ expired: 1, released: onFree.length });
+      expect(Date.parse(run.next_deadline!)).toBeLessThanOrEqual(Date.now() + 1000);
+      expect(await replicaRow(db, held)).toMatchObject({ status: "ready", active_assignments: onHeld.length });
     } finally {
       await gateway.query("COMMIT");
       gateway.release();
     }
-    expect(await replicaRow(db, expiring)).toMatchObject({ status: "offline", active_assignments: 1 });
-    expect(await replicaRow(db, goingOffline)).toMatchObject({ status: "offline", active_assignments: 1 });
-    expect((await counters(db))["tenant:tenant-held"]).toBe(2);
     expect(await db.registry.checkInvariants()).toMatchObject({ healthy: true });
-    for (const route of held) {
-      expect(await db.registry.getRoute(route.action_id, "tenant-held")).toMatchObject({ reserved: true, last_settlement: null });
-      expect(await db.registry.settleRoute(route.action_id, "tenant-held", route, "cancelled")).toMatchObject({ released: true });
-    }
-    for (const id of fleet.replicas) expect(await replicaRow(db, id)).toMatchObject({ active_assignments: 0 });
+    // The next run takes it, routes and all: nothing is left reserved on an offline replica.
+    expect(await db.registry.expireLeases(10)).toMatchObject({ expired: 1, released: onHeld.length });
+    for (const id of fleet.replicas) expect(await replicaRow(db, id)).toMatchObject({ status: "offline", active_assignments: 0 });
     expect((await counters(db))["tenant:tenant-held"]).toBe(0);
+    for (const route of routes) {
+      expect(await db.registry.getRoute(route.action_id, "tenant-held")).toMatchObject({ reserved: false, last_settlement: "lease_expired" });
+      expect(await db.registry.settleRoute(route.action_id, "tenant-held", route, "cancelled")).toMatchObject({ released: false });
+    }
     expect(await db.registry.checkInvariants()).toMatchObject({ healthy: true });
   });
 
@@ -124,13 +123,13 @@ describe("lease expiry", () => {
       return order.filter((_, n) => states[n]!.status === "offline");
     };
 
-    expect(await db.registry.expireLeases(3)).toEqual({ expired: 3, released: 0 });
+    expect(await db.registry.expireLeases(3)).toMatchObject({ expired: 3, released: 0 });
     expect(await offline()).toEqual(order.slice(0, 3));
     expect((await db.registry.fleetStatus()).expired_leases).toBe(4);
-    expect(await db.registry.expireLeases(3)).toEqual({ expired: 3, released: 0 });
+    expect(await db.registry.expireLeases(3)).toMatchObject({ expired: 3, released: 0 });
     expect(await offline()).toEqual(order.slice(0, 6));
-    expect(await db.registry.expireLeases(3)).toEqual({ expired: 1, released: 0 });
-    expect(await db.registry.expireLeases(3)).toEqual({ expired: 0, released: 0 });
+    expect(await db.registry.expireLeases(3)).toMatchObject({ expired: 1, released: 0 });
+    expect(await db.registry.expireLeases(3)).toMatchObject({ expired: 0, released: 0 });
     expect((await db.registry.fleetStatus()).expired_leases).toBe(0);
   });
 

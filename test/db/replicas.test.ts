@@ -1,11 +1,11 @@
 /**
- * Connector-host lifecycle (aip_replica_lifecycle) through the data role: transitions, sequence
+ * Connector-host lifecycle (aip_host_replica_lifecycle) through the data role: transitions, sequence
  * fences, database-clock leases, replay, takeover, the rollout-version rule, draining, offline
  * settlement, and independence from the catalog revision.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { instance, publishSimpleFleet, requestId, version } from "../support/fleet.js";
+import { hostPrincipal, instance, publishSimpleFleet, replica, requestId, version } from "../support/fleet.js";
 import {
   catalogRevision,
   counters,
@@ -149,10 +149,10 @@ describe("replay", () => {
     ] as const;
     for (const step of steps) {
       const request = { request_id: requestId(), ...step.request };
-      const answer = await db.registry.replicaLifecycle(id, step.operation, request);
+      const answer = await db.registry.replicaLifecycle(id, step.operation, request, hostPrincipal(id));
       const { rows: before } = await db.owner.query("SELECT * FROM aip_connector_replicas WHERE replica_id = $1", [id]);
       await new Promise((resolve) => setTimeout(resolve, 5)); // a fresh transition would get a later clock
-      const replayed = await db.registry.replicaLifecycle(id, step.operation, request);
+      const replayed = await db.registry.replicaLifecycle(id, step.operation, request, hostPrincipal(id));
       expect(JSON.stringify(replayed)).toBe(JSON.stringify(answer));
       const { rows: after } = await db.owner.query("SELECT * FROM aip_connector_replicas WHERE replica_id = $1", [id]);
       expect(after).toEqual(before);
@@ -163,18 +163,49 @@ describe("replay", () => {
     const fleet = await provisionFleet(db.registry, { prefix: "reuse" });
     const id = fleet.replicas[0]!;
     const register = { request_id: requestId(), lease_ttl_ms: 20_000 };
-    await db.registry.replicaLifecycle(id, "register", register);
-    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, lease_ttl_ms: 25_000 }), "conflict");
-    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, previous_sequence: 1 }), "conflict");
-    const asHeartbeat = await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...register, previous_sequence: 1 }), "conflict");
+    await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
+    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, lease_ttl_ms: 25_000 }, hostPrincipal(id)), "conflict");
+    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, previous_sequence: 1 }, hostPrincipal(id)), "conflict");
+    const asHeartbeat = await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...register, previous_sequence: 1 }, hostPrincipal(id)), "conflict");
     expect(asHeartbeat.extensions).toEqual({ replica_id: id });
     expect(asHeartbeat.message).toContain(register.request_id);
     // An omitted lease_ttl_ms means the default: the same payload as sending 30000.
     const beat = { request_id: requestId(), previous_sequence: 1 };
-    const first = await db.registry.replicaLifecycle(id, "heartbeat", beat);
-    expect(await db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 30_000 })).toEqual(first);
-    await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 10_000 }), "conflict");
+    const first = await db.registry.replicaLifecycle(id, "heartbeat", beat, hostPrincipal(id));
+    expect(await db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 30_000 }, hostPrincipal(id))).toEqual(first);
+    await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 10_000 }, hostPrincipal(id)), "conflict");
     expect((await replicaRow(db, id)).health_revision).toBe(2);
+  });
+});
+
+describe("replay after the replica moved for another reason", () => {
+  it("never answers an exact replay with a state lease expiry has ended", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "replay_exp" });
+    const id = fleet.replicas[0]!;
+    const register = { request_id: requestId(), lease_ttl_ms: 1000 };
+    const answer = await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
+    expect(answer).toMatchObject({ status: "ready", sequence: 1 });
+    await waitForLeaseEnd(db, [id]);
+    expect(await db.registry.expireLeases(10)).toMatchObject({ expired: 1 });
+    const expired = await replicaRow(db, id);
+    expect(expired).toMatchObject({ status: "offline", health_revision: 2 });
+    // The replay is no longer the replica's last request: the "ready" answer is never repeated.
+    const replay = await expectProblem(db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id)), "conflict");
+    expect(replay.extensions).toMatchObject({ replica_id: id, sequence: 2 });
+    expect(await replicaRow(db, id)).toEqual(expired);
+  });
+
+  it("never answers an exact replay with the sequence a capacity change has moved past", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "replay_cap", capacity: 4 });
+    const id = fleet.replicas[0]!;
+    await lifecycle(db.registry, id, "register");
+    const beat = { request_id: requestId(), previous_sequence: 1 };
+    expect(await db.registry.replicaLifecycle(id, "heartbeat", beat, hostPrincipal(id))).toMatchObject({ sequence: 2 });
+    await db.registry.publish([replica(id, fleet.tenants[0]!.instanceId, fleet.versionId, { capacity: 8 })]);
+    expect(await replicaRow(db, id)).toMatchObject({ health_revision: 3, capacity: 8 });
+    // The heartbeat's answer named sequence 2; replayed now it is fenced like any stale request.
+    const replay = await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", beat, hostPrincipal(id)), "conflict");
+    expect(replay.extensions).toMatchObject({ replica_id: id, sequence: 3 });
   });
 });
 
@@ -183,37 +214,37 @@ describe("superseded register requests", () => {
     const fleet = await provisionFleet(db.registry, { prefix: "stale" });
     const id = fleet.replicas[0]!;
     const register = { request_id: requestId(), lease_ttl_ms: 20_000 };
-    await db.registry.replicaLifecycle(id, "register", register);
-    await db.registry.replicaLifecycle(id, "offline", { request_id: requestId(), previous_sequence: 1 });
+    await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
+    await db.registry.replicaLifecycle(id, "offline", { request_id: requestId(), previous_sequence: 1 }, hostPrincipal(id));
     const before = await replicaRow(db, id);
     expect(before).toMatchObject({ status: "offline", health_revision: 2 });
 
     // The first register arrives again (a retry delayed in the network): no longer the last request.
-    const stale = await expectProblem(db.registry.replicaLifecycle(id, "register", register), "conflict");
+    const stale = await expectProblem(db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id)), "conflict");
     expect(stale.message).toContain("already consumed");
     expect(stale.extensions).toMatchObject({ replica_id: id, sequence: 2 });
     expect(await replicaRow(db, id)).toEqual(before);
 
     // The host registering anew uses a new request_id, and that one replays exactly.
     const again = { request_id: requestId(), lease_ttl_ms: 20_000 };
-    const answer = await db.registry.replicaLifecycle(id, "register", again);
+    const answer = await db.registry.replicaLifecycle(id, "register", again, hostPrincipal(id));
     expect(answer).toMatchObject({ status: "ready", sequence: 3 });
-    expect(await db.registry.replicaLifecycle(id, "register", again)).toEqual(answer);
+    expect(await db.registry.replicaLifecycle(id, "register", again, hostPrincipal(id))).toEqual(answer);
   });
 
   it("scopes consumed register ids per replica, and a refused register consumes nothing", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "scope", replicasPerTenant: 2 });
     const [a, b] = fleet.replicas as [string, string];
     const shared = { request_id: requestId(), lease_ttl_ms: 20_000 };
-    await db.registry.replicaLifecycle(a, "register", shared);
-    expect(await db.registry.replicaLifecycle(b, "register", shared)).toMatchObject({ replica_id: b, status: "ready" });
+    await db.registry.replicaLifecycle(a, "register", shared, hostPrincipal(a));
+    expect(await db.registry.replicaLifecycle(b, "register", shared, hostPrincipal(b))).toMatchObject({ replica_id: b, status: "ready" });
 
     // A register refused (live replica, no sequence) leaves its request_id unused: after the
     // replica goes offline the same request is a first registration.
     const refused = { request_id: requestId(), lease_ttl_ms: 20_000 };
-    await expectProblem(db.registry.replicaLifecycle(a, "register", refused), "conflict");
-    await db.registry.replicaLifecycle(a, "offline", { request_id: requestId(), previous_sequence: 1 });
-    expect(await db.registry.replicaLifecycle(a, "register", refused)).toMatchObject({ status: "ready", sequence: 3 });
+    await expectProblem(db.registry.replicaLifecycle(a, "register", refused, hostPrincipal(a)), "conflict");
+    await db.registry.replicaLifecycle(a, "offline", { request_id: requestId(), previous_sequence: 1 }, hostPrincipal(a));
+    expect(await db.registry.replicaLifecycle(a, "register", refused, hostPrincipal(a))).toMatchObject({ status: "ready", sequence: 3 });
   });
 });
 

@@ -20,6 +20,7 @@ const CONTROL_FUNCTIONS = [
   "aip_admin_catalog_page(text,boolean,jsonb)",
   "aip_admin_get(text,text)",
   "aip_check_invariants()",
+  "aip_operator_replica_lifecycle(text,text,jsonb)",
   "aip_publish(jsonb,boolean)",
   "aip_schema_status()",
 ];
@@ -31,7 +32,7 @@ const DATA_FUNCTIONS = [
   "aip_fleet_regions(integer)",
   "aip_fleet_status()",
   "aip_get_route(text,text)",
-  "aip_replica_lifecycle(text,text,jsonb,text)",
+  "aip_host_replica_lifecycle(text,text,jsonb,text)",
   "aip_resolve_route(text,text,text,jsonb)",
   "aip_schema_status()",
   "aip_settle_route(text,text,jsonb,text)",
@@ -80,7 +81,7 @@ async function executable(role: string): Promise<string[]> {
 }
 
 describe("function grants", () => {
-  it("let the control role execute exactly publication, administrative reads, invariants and schema status", async () => {
+  it("let the control role execute exactly publication, administrative reads, operator lifecycle, invariants and schema status", async () => {
     expect(await executable("aip_registry_control")).toEqual(CONTROL_FUNCTIONS);
     expect(await executable("aip_test_control")).toEqual(CONTROL_FUNCTIONS);
   });
@@ -140,6 +141,25 @@ describe("the data role", () => {
     }
   });
 
+  it("cannot move a replica without naming its host principal: operator authority is the control role's", async () => {
+    const before = await registryState(db.owner);
+    const offline = JSON.stringify({ request_id: "msg_roles_offline", previous_sequence: 1 });
+    // The operator entry point is not granted to the data role at all.
+    expect(await sqlstate(data, "SELECT aip_operator_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb)", [offline])).toBe("42501");
+    // The host entry point refuses a missing or empty principal (no NULL-means-operator back door)...
+    for (const principal of [null, "", "  "]) {
+      expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, $2)", [offline, principal])).toBe("AR403");
+    }
+    // ...and another host's principal finds nothing.
+    expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, 'service:someone-else')", [offline])).toBe("AR404");
+    expect(await registryState(db.owner)).toEqual(before);
+    // The replica's own principal may, and so may the control role as operator.
+    const heartbeat = JSON.stringify({ request_id: "msg_roles_heartbeat", previous_sequence: 1 });
+    await data.query("SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'heartbeat', $1::jsonb, 'service:crepl_t_tenant-a')", [heartbeat]);
+    const beat = JSON.stringify({ request_id: "msg_roles_beat", previous_sequence: 2 });
+    await control.query("SELECT aip_operator_replica_lifecycle('crepl_t_tenant-a', 'heartbeat', $1::jsonb)", [beat]);
+  });
+
   it("is mapped to forbidden by the registry client, and changes nothing", async () => {
     const before = await registryState(db.owner);
     const dataAsControl = new Registry({ data: pgExecutor(db.dataPool), control: pgExecutor(db.dataPool) });
@@ -167,7 +187,7 @@ describe("the control role", () => {
       "SELECT aip_resolve_route('act_roles', 'tenant-a', 'cap:t.search', '{}'::jsonb)",
       "SELECT aip_get_route('act_roles', 'tenant-a')",
       "SELECT aip_settle_route('act_roles', 'tenant-a', '{}'::jsonb, 'completed')",
-      "SELECT aip_replica_lifecycle('crepl_t_tenant-a', 'offline', '{\"request_id\":\"msg_x\",\"previous_sequence\":1}'::jsonb)",
+      "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', '{\"request_id\":\"msg_x\",\"previous_sequence\":1}'::jsonb, 'service:crepl_t_tenant-a')",
       "SELECT aip_expire_leases(10)",
       "SELECT aip_fleet_status()",
       "SELECT aip_catalog_page('tenant-a', '{}'::jsonb)",

@@ -126,7 +126,7 @@ describe("credential values are never persisted", () => {
       ];
       // Unknown members are not read by the SQL publication: the records are published, the values dropped.
       await control.query("SELECT aip_publish($1::jsonb, false)", [JSON.stringify(changes)]);
-      await data.query("SELECT aip_replica_lifecycle('crepl_sec_sql', 'register', $1::jsonb)", [JSON.stringify({ request_id: "msg_sec_sql", ...smuggled })]);
+      await data.query("SELECT aip_host_replica_lifecycle('crepl_sec_sql', 'register', $1::jsonb, 'service:crepl_sec_sql')", [JSON.stringify({ request_id: "msg_sec_sql", ...smuggled })]);
       const routed = await data.query<{ r: { assignment: Record<string, unknown> } }>("SELECT aip_resolve_route('act_sec_sql', $1, $2, $3::jsonb) AS r", [TENANT, CAPABILITY, JSON.stringify(smuggled)]);
       const assignment = routed.rows[0]!.r.assignment;
       await expect(data.query("SELECT aip_settle_route('act_sec_sql', $1, $2::jsonb, 'completed')", [TENANT, JSON.stringify({ ...assignment, ...smuggled })])).rejects.toMatchObject({ code: "AR4F9" });

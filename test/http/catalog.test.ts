@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, publishSimpleFleet, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, publishSimpleFleet, requestId, version, hostPrincipal } from "../support/fleet.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 let db: TestDatabase;
@@ -145,7 +145,7 @@ describe("ETag revalidation", () => {
 
     // Host churn does not move the revision.
     const state = (await db.registry.adminGet("replica", replicaA))!;
-    await db.registry.replicaLifecycle(replicaA, "heartbeat", { request_id: requestId(), previous_sequence: state.health_revision as number });
+    await db.registry.replicaLifecycle(replicaA, "heartbeat", { request_id: requestId(), previous_sequence: state.health_revision as number }, hostPrincipal(replicaA));
     expect((await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag })).status).toBe(304);
 
     await db.registry.publish([policy("quota:http-etag")]);

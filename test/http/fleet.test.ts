@@ -89,7 +89,7 @@ describe("POST /v1/fleet/lease-expiry", () => {
     expect(batches.map((b) => b.expired)).toEqual([1, 1, 1]);
     // The one route was released exactly once, by whichever batch took its replica.
     expect(batches.reduce((sum, b) => sum + b.released, 0)).toBe(1);
-    expect(await expire("")).toEqual({ expired: 0, released: 0 });
+    expect(await expire("")).toEqual({ expired: 0, released: 0, next_deadline: null });
     for (const id of fleet.replicas) expect(await replicaRow(db, id)).toMatchObject({ status: "offline", active_assignments: 0 });
     const status = await (await api.call("GET", "/v1/fleet/status", { token })).json();
     expect(status).toMatchObject({ offline_replicas: 3, expired_leases: 0, active_assignments: 0, ready_capacity: 0 });

@@ -151,7 +151,7 @@ export const requestId = () => `msg_${Date.now().toString(16)}${(++requestCounte
 
 /** Register a provisioned replica and return its sequence. */
 export async function registerReplica(registry: Registry, replicaId: string, leaseTtlMs = 60_000): Promise<number> {
-  const answer = await registry.replicaLifecycle(replicaId, "register", { request_id: requestId(), lease_ttl_ms: leaseTtlMs });
+  const answer = await registry.replicaLifecycle(replicaId, "register", { request_id: requestId(), lease_ttl_ms: leaseTtlMs }, hostPrincipal(replicaId));
   return answer.sequence;
 }
 

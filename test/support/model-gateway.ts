@@ -16,6 +16,7 @@ import { RegistryError } from "../../src/registry/errors.js";
 import { Registry, type LifecycleRequest, type TopologyPreference } from "../../src/registry/registry.js";
 import type { CatalogPage, LifecycleOperation, PublicationResult, RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
 import { createTestApi, type TestApi } from "./http.js";
+import { hostPrincipal } from "./fleet.js";
 
 export type Transport = "sql" | "http";
 
@@ -113,7 +114,7 @@ export function sqlGateway(urls: GatewayUrls, options: GatewayOptions = {}): Gat
       }),
     catalogPage: (tenantId, query) => answer(async () => ({ page: await registry.catalogPage(tenantId, query) })),
     lifecycle: (replicaId, operation, request) =>
-      answer(async () => ({ sequence: (await registry.replicaLifecycle(replicaId, operation, request)).sequence })),
+      answer(async () => ({ sequence: (await registry.replicaLifecycle(replicaId, operation, request, hostPrincipal(replicaId))).sequence })),
     replicaSequence: (replicaId) =>
       answer(async () => {
         const record = await registry.adminGet("replica", replicaId);

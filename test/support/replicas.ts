@@ -8,7 +8,7 @@ import type { LifecycleOperation } from "../../src/schemas.js";
 import type { LifecycleRequest, Registry } from "../../src/registry/registry.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import type { TestDatabase } from "./database.js";
-import { binding, connectorType, instance, policy, replica, requestId, version } from "./fleet.js";
+import { binding, connectorType, instance, policy, replica, requestId, version, hostPrincipal } from "./fleet.js";
 
 export interface ProvisionedFleet {
   typeId: string;
@@ -52,7 +52,7 @@ export async function provisionFleet(
 }
 
 export function lifecycle(registry: Registry, replicaId: string, operation: LifecycleOperation, request: Partial<LifecycleRequest> = {}) {
-  return registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), ...request });
+  return registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), ...request }, hostPrincipal(replicaId));
 }
 
 export interface ReplicaRow {

@@ -1,0 +1,139 @@
+/**
+ * Contention is never answered as a storage failure. Whatever the resolver finds busy (every
+ * eligible replica row, a tenant's admission counter, the pinned replica of a retry, the catalog
+ * during a publication, the action itself), the gateway gets replica-unavailable or
+ * capacity-exceeded with retry guidance, never `storage` ("the database failed"), and nothing
+ * changes. A new route waits for a busy replica row without holding the catalog lock, so a
+ * publisher never queues behind it.
+ *
+ * Each case holds the contended lock from a second session (the owner's) and releases it after.
+ */
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { expectHealthy } from "../support/invariants.js";
+import { refusal, registryState } from "../support/registry-state.js";
+import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
+
+let db: TestDatabase;
+let fleet: RoutingFleet;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  fleet = await publishRoutingFleet(db.registry, {
+    prefix: "busy",
+    tenant: "tenant-busy",
+    instances: [{ name: "main", replicas: [{ name: "a", capacity: 8 }, { name: "b", capacity: 8 }] }],
+  });
+});
+afterAll(() => db?.close());
+
+/** Runs `body` while another session holds what `lock` takes, in an open transaction. */
+async function whileHeld<T>(lock: (holder: pg.PoolClient) => Promise<unknown>, body: () => Promise<T>): Promise<T> {
+  const holder = await db.owner.connect();
+  try {
+    await holder.query("BEGIN");
+    await lock(holder);
+    return await body();
+  } finally {
+    await holder.query("ROLLBACK");
+    holder.release();
+  }
+}
+
+const replicaIds = () => Object.values(fleet.replica);
+
+describe("a new route", () => {
+  it("answers every eligible replica busy past lock_timeout as replica-unavailable, with retry guidance", async () => {
+    const before = await registryState(db.owner);
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = ANY ($1) FOR NO KEY UPDATE", [replicaIds()]),
+      () => refusal(db.registry.resolveRoute("act_busy_rows", fleet.tenant, fleet.capability)),
+    );
+    expect(error.code).toBe("replica-unavailable");
+    expect(error.extensions).toMatchObject({ instance_id: fleet.instance.main, retry_after_ms: expect.any(Number) });
+    expect(await registryState(db.owner)).toEqual(before);
+    // Free again, the same request succeeds.
+    expect((await db.registry.resolveRoute("act_busy_rows", fleet.tenant, fleet.capability)).outcome).toBe("created");
+  });
+
+  it("never makes a publisher queue behind it while it waits for a busy replica row", async () => {
+    const holder = await db.owner.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = ANY ($1) FOR NO KEY UPDATE", [replicaIds()]);
+      let resolved = false;
+      const resolving = db.registry.resolveRoute("act_busy_pub", fleet.tenant, fleet.capability).finally(() => {
+        resolved = true;
+      });
+      // Until the resolver is waiting for the row.
+      for (;;) {
+        const { rows } = await db.owner.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%aip_resolve_route%'",
+        );
+        if (rows[0]!.n > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // The publication needs the exclusive catalog lock: it is not held by the waiting resolver.
+      const published = await db.registry.publish([{ op: "put_connector_type", id: "ctype_busy_pub", name: "pub", owner: "org:acme", enabled: true }]);
+      expect(resolved).toBe(false);
+      await holder.query("ROLLBACK");
+      // The resolver chose before the publication: it chooses again, at the new revision.
+      const route = await resolving;
+      expect(route.outcome).toBe("created");
+      expect(route.assignment.catalog_revision).toBe(published.catalog_revision);
+    } finally {
+      await holder.query("ROLLBACK").catch(() => {});
+      holder.release();
+    }
+    await expectHealthy(db.registry);
+  });
+
+  it("answers a tenant counter busy past lock_timeout as capacity-exceeded for its scope", async () => {
+    await db.registry.resolveRoute("act_busy_warm", fleet.tenant, fleet.capability); // the counters exist now
+    const before = await registryState(db.owner);
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT 1 FROM aip_admission_counters WHERE scope_kind = 'tenant' AND scope_key = $1 FOR UPDATE", [fleet.tenant]),
+      () => refusal(db.registry.resolveRoute("act_busy_counter", fleet.tenant, fleet.capability)),
+    );
+    expect(error.code).toBe("capacity-exceeded");
+    expect(error.extensions).toMatchObject({ scope: "tenant", retry_after_ms: expect.any(Number) });
+    expect(await registryState(db.owner)).toEqual(before);
+  });
+
+  it("answers the catalog held by a publication past lock_timeout as replica-unavailable", async () => {
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtext(current_database()), 1095323715)"),
+      () => refusal(db.registry.resolveRoute("act_busy_catalog", fleet.tenant, fleet.capability)),
+    );
+    expect(error.code).toBe("replica-unavailable");
+    expect(error.message).toMatch(/publication/);
+    expect(error.extensions).toMatchObject({ retry_after_ms: expect.any(Number) });
+  });
+});
+
+describe("an existing route", () => {
+  it("answers its action held by another request past lock_timeout as replica-unavailable", async () => {
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtextextended('act_busy_action', 0))"),
+      () => refusal(db.registry.resolveRoute("act_busy_action", fleet.tenant, fleet.capability)),
+    );
+    expect(error.code).toBe("replica-unavailable");
+    expect(error.message).toMatch(/act_busy_action/);
+  });
+
+  it("answers its pinned replica busy past lock_timeout as replica-unavailable for that replica", async () => {
+    const { assignment } = await db.registry.resolveRoute("act_busy_pinned", fleet.tenant, fleet.capability);
+    await db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed");
+    const before = await registryState(db.owner);
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = $1 FOR NO KEY UPDATE", [assignment.replica_id]),
+      () => refusal(db.registry.resolveRoute("act_busy_pinned", fleet.tenant, fleet.capability)),
+    );
+    expect(error.code).toBe("replica-unavailable");
+    expect(error.extensions).toMatchObject({ replica_id: assignment.replica_id, retry_after_ms: expect.any(Number) });
+    expect(await registryState(db.owner)).toEqual(before);
+    expect((await db.registry.resolveRoute("act_busy_pinned", fleet.tenant, fleet.capability)).outcome).toBe("reacquired");
+    await expectHealthy(db.registry);
+  });
+});
