@@ -43,6 +43,11 @@ export interface AppOptions {
   metrics?: MetricsOptions;
   /** Serve the fleet dashboard at /dashboard (default true). */
   dashboard?: boolean;
+  /**
+   * The server's verdict on a request whose connection failed under it (Node:
+   * src/node/transport.ts): a malformed body or a client that left is not an `internal` error.
+   */
+  transportFailure?: (c: Context) => RegistryError | undefined;
 }
 
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
@@ -88,7 +93,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.notFound((c) => respond(c, new RegistryError("not-found", `no route for ${c.req.method} ${c.req.path}`)));
   app.onError((error, c) => {
     let registryError: RegistryError;
-    if (error instanceof RegistryError) {
+    const transport = options.transportFailure?.(c);
+    if (transport) {
+      registryError = transport;
+    } else if (error instanceof RegistryError) {
       registryError = error;
     } else if (error instanceof HTTPException) {
       // Hono's own refusals: malformed JSON bodies and the like.

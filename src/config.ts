@@ -22,6 +22,18 @@ export const ConfigSchema = z.object({
   AUTH_JWKS_URL: optionalString,
   AUTH_ISSUER: optionalString,
   AUTH_AUDIENCE: optionalString,
+  /**
+   * Against PostgreSQL, start without AUTH_HS256_SECRET or AUTH_JWKS_URL: generate (or reuse) the
+   * development secret under DATA_DIR and print admin tokens. Only the embedded default does that
+   * by itself: a real database is never exposed to a secret nobody configured.
+   */
+  AUTH_ALLOW_DEVELOPMENT_SECRET: flag(false),
+  /**
+   * `all` (default): control and data plane; migrates on start (MIGRATE_ON_START).
+   * `data-plane`: no control credentials or pool, no migration: verifies the schema that the
+   * control plane installed and answers every /v1/admin/* call with 403.
+   */
+  REGISTRY_MODE: z.enum(["all", "data-plane"]).optional().transform((v) => v ?? "all"),
   PORT: int(8787, 0, 65535),
   HOST: z.string().optional().transform((v) => v ?? "127.0.0.1"),
   DATA_DIR: z.string().optional().transform((v) => v ?? ".data"),

@@ -2,11 +2,18 @@
  * Node entry: serves the app with `pg` against DATABASE_URL (data role) and CONTROL_DATABASE_URL
  * (control role; defaults to DATABASE_URL), or, when DATABASE_URL is unset, with PGlite under
  * DATA_DIR: the embedded default, running the same SQL functions.
+ *
+ * Start-up order, each step only after the one before succeeded: the configuration is checked
+ * (nothing is touched for a setting that cannot work), the port is bound (a taken port fails
+ * before any data is opened), the embedded data directory is locked for this process (a second
+ * process on it fails, naming the holder), then the database is opened, migrated or verified,
+ * and only then are requests served (those arriving meanwhile wait).
  */
 import { randomBytes } from "node:crypto";
+import { createServer, type RequestListener, type Server } from "node:http";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { serve, type ServerType } from "@hono/node-server";
+import { getRequestListener } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
 import { createApp, type PoolUsage } from "./app.js";
@@ -18,6 +25,8 @@ import { verifySchema } from "./db/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
 import { mintToken } from "./http/tokens.js";
 import { startMaintenanceLoop, type MaintenanceLoop } from "./maintenance-loop.js";
+import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
+import { installTransport } from "./node/transport.js";
 import { jsonLines } from "./observability/access-log.js";
 import { Registry } from "./registry/registry.js";
 
@@ -31,6 +40,42 @@ export interface RunningServer {
 
 type Log = (line: string) => void;
 
+/** A start-up refusal: the message says what to do. */
+export class StartupError extends Error {
+  override name = "StartupError";
+}
+
+/** Strips the password from a connection string for messages. */
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable database URL)";
+  }
+}
+
+/** Settings that cannot work together are refused before anything is bound or opened. */
+export function checkConfig(config: Config): void {
+  const embedded = !config.DATABASE_URL;
+  if (config.REGISTRY_MODE === "data-plane") {
+    if (embedded) {
+      throw new StartupError("REGISTRY_MODE=data-plane needs DATABASE_URL (the data role's URL): the embedded database has no separate control plane");
+    }
+    if (config.CONTROL_DATABASE_URL) {
+      throw new StartupError("REGISTRY_MODE=data-plane holds no control-plane credentials: unset CONTROL_DATABASE_URL (publish through a process or CLI that has the control role)");
+    }
+  }
+  if (!embedded && !config.AUTH_HS256_SECRET && !config.AUTH_JWKS_URL && !config.AUTH_ALLOW_DEVELOPMENT_SECRET) {
+    throw new StartupError(
+      "no AUTH_HS256_SECRET or AUTH_JWKS_URL: against PostgreSQL the server does not make up a signing secret. " +
+        "Set AUTH_HS256_SECRET (32+ characters, e.g. `openssl rand -base64 48`) or AUTH_JWKS_URL; " +
+        "on a development machine, AUTH_ALLOW_DEVELOPMENT_SECRET=true uses the generated secret under DATA_DIR and prints tokens",
+    );
+  }
+}
+
 /** Reads or creates a persistent development secret, so printed tokens survive restarts. */
 async function developmentSecret(dataDir: string): Promise<string> {
   const path = join(dataDir, "auth-secret");
@@ -39,88 +84,204 @@ async function developmentSecret(dataDir: string): Promise<string> {
   } catch {
     await mkdir(dataDir, { recursive: true });
     const secret = randomBytes(32).toString("base64url");
-    await writeFile(path, `${secret}\n`, { mode: 0o600 });
-    return secret;
+    try {
+      // Exclusive create: two servers starting at once on one DATA_DIR agree on one secret.
+      await writeFile(path, `${secret}\n`, { mode: 0o600, flag: "wx" });
+      return secret;
+    } catch {
+      return (await readFile(path, "utf8")).trim();
+    }
   }
 }
 
-async function openDatabase(config: Config, log: Log) {
-  if (!config.DATABASE_URL) {
-    const dir = join(config.DATA_DIR, "pglite");
-    await mkdir(dir, { recursive: true });
-    const db: PGlite = await openPglite(dir);
-    if (config.MIGRATE_ON_START) {
-      const report = await migrate(pgliteSession(db), { log });
-      log(`embedded PGlite at ${dir}: schema version ${report.schemaVersion}`);
-    }
-    const executor = pgliteExecutor(db);
-    return { registry: new Registry({ data: executor, control: executor }), embedded: true, pools: () => [], close: () => db.close() };
-  }
-  if (config.MIGRATE_ON_START) {
-    const report = await withPgSession(config.CONTROL_DATABASE_URL ?? config.DATABASE_URL, (session) => migrate(session, { log }));
-    log(`schema version ${report.schemaVersion}${report.applied.length ? ` (applied ${report.applied.join(", ")})` : ""}`);
-  }
-  const dataPool: pg.Pool = createPgPool(config.DATABASE_URL, { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
-  // Always a pool of its own, even on the same URL: publications get their longer timeout and
-  // can never take the data plane's connections.
-  const controlPool: pg.Pool = createPgPool(config.CONTROL_DATABASE_URL ?? config.DATABASE_URL, {
-    max: Math.min(4, config.DB_POOL_MAX),
-    statementTimeoutMs: config.CONTROL_DB_STATEMENT_TIMEOUT_MS,
+/** Binds the port first: requests that arrive before the app is ready wait for it. */
+async function listen(config: Config): Promise<{ server: Server; port: number; serve(listener: RequestListener): void }> {
+  let listener: RequestListener | undefined;
+  let ready: () => void = () => {};
+  const opened = new Promise<void>((resolve) => (ready = resolve));
+  const server = createServer((req, res) => {
+    if (listener) return listener(req, res);
+    void opened.then(() => listener?.(req, res));
   });
-  const registry = new Registry({ data: pgExecutor(dataPool), control: pgExecutor(controlPool) });
-  const usage = (pool: pg.Pool, name: string): PoolUsage => ({
-    pool: name,
-    total: pool.totalCount,
-    idle: pool.idleCount,
-    waiting: pool.waitingCount,
-    max: pool.options.max,
+  // An Expect other than 100-continue is served as if it were absent (RFC 9110 allows it);
+  // Node would answer a bare 417 itself.
+  server.on("checkExpectation", (req, res) => server.emit("request", req, res));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) => {
+      const where = `${config.HOST}:${config.PORT}`;
+      reject(
+        error.code === "EADDRINUSE"
+          ? new StartupError(`cannot listen on ${where}: the port is in use (another server?); set PORT to a free port`)
+          : error.code === "EACCES"
+            ? new StartupError(`cannot listen on ${where}: permission denied; set PORT above 1023`)
+            : error,
+      );
+    });
+    server.listen(config.PORT, config.HOST, () => resolve());
   });
+  server.removeAllListeners("error");
+  server.on("error", (error) => console.error(JSON.stringify({ level: "error", msg: "http server error", error: String(error) })));
+  const address = server.address();
   return {
-    registry,
-    embedded: false,
-    pools: (): PoolUsage[] => [usage(dataPool, "data"), usage(controlPool, "control")],
-    close: async () => {
-      await dataPool.end();
-      await controlPool.end();
+    server,
+    port: typeof address === "object" && address ? address.port : config.PORT,
+    serve(l) {
+      listener = l;
+      ready();
     },
   };
 }
 
+interface OpenDatabase {
+  registry: Registry;
+  label: string;
+  pools: () => PoolUsage[];
+  close(): Promise<void>;
+}
+
+async function openEmbedded(config: Config, log: Log): Promise<OpenDatabase> {
+  const dir = join(config.DATA_DIR, "pglite");
+  await mkdir(dir, { recursive: true });
+  const db: PGlite = await openPglite(dir);
+  try {
+    if (config.MIGRATE_ON_START) {
+      const report = await migrate(pgliteSession(db), { log });
+      log(`embedded PGlite at ${dir}: schema version ${report.schemaVersion}`);
+    }
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+  const executor = pgliteExecutor(db);
+  return { registry: new Registry({ data: executor, control: executor }), label: "embedded PGlite", pools: () => [], close: () => db.close() };
+}
+
+const usage = (pool: pg.Pool, name: string): PoolUsage => ({
+  pool: name,
+  total: pool.totalCount,
+  idle: pool.idleCount,
+  waiting: pool.waitingCount,
+  max: pool.options.max,
+});
+
+/** Installs the schema through the control URL, or says what to do when that role may not. */
+async function migrateOnStart(controlUrl: string, before: string | undefined, log: Log): Promise<void> {
+  try {
+    const report = await withPgSession(controlUrl, (session) => migrate(session, { log }));
+    log(`schema version ${report.schemaVersion}${report.applied.length ? ` (applied ${report.applied.join(", ")})` : ""}`);
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== "42501") throw error;
+    const role = new URL(controlUrl).username || "this role";
+    throw new StartupError(
+      `${before ?? "the schema is not current"}; ${role} may not install it (${(error as Error).message}). ` +
+        "The runtime roles cannot migrate: run `npx aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2), then start again",
+    );
+  }
+}
+
+async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log): Promise<OpenDatabase> {
+  const dataPool: pg.Pool = createPgPool(config.DATABASE_URL, { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
+  const data = pgExecutor(dataPool);
+  if (config.REGISTRY_MODE === "data-plane") {
+    // No control credentials, no control pool: /v1/admin/* is 403 (Registry refuses control calls).
+    return { registry: new Registry({ data }), label: "PostgreSQL, data plane only", pools: () => [usage(dataPool, "data")], close: () => dataPool.end() };
+  }
+  const controlUrl = config.CONTROL_DATABASE_URL ?? config.DATABASE_URL;
+  // Always a pool of its own, even on the same URL: publications get their longer timeout and
+  // can never take the data plane's connections.
+  const controlPool: pg.Pool = createPgPool(controlUrl, { max: Math.min(4, config.DB_POOL_MAX), statementTimeoutMs: config.CONTROL_DB_STATEMENT_TIMEOUT_MS });
+  const registry = new Registry({ data, control: pgExecutor(controlPool) });
+  const close = async () => {
+    await dataPool.end();
+    await controlPool.end();
+  };
+  try {
+    if (config.MIGRATE_ON_START) {
+      // A schema that is already current needs no migration, and no DDL privileges: the runtime
+      // roles of docs/deploy.md start without the owner's credentials.
+      const verdict = await askSchema(registry, redact(config.DATABASE_URL));
+      if (!verdict.ok) await migrateOnStart(controlUrl, verdict.reason, log);
+    }
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { registry, label: "PostgreSQL", pools: () => [usage(dataPool, "data"), usage(controlPool, "control")], close };
+}
+
+/** The schema verdict; a database that cannot be asked at all is a start-up error with its cause. */
+async function askSchema(registry: Registry, target: string) {
+  try {
+    return await verifySchema(registry);
+  } catch (error) {
+    const cause = (error as Error).cause as Error | undefined;
+    throw new StartupError(`cannot use the database at ${target}: ${cause?.message ?? (error as Error).message}`);
+  }
+}
+
 export async function startServer(env: Record<string, string | undefined> = process.env, log: Log = (line) => console.log(line)): Promise<RunningServer> {
   const config = loadConfig(env);
-  const database = await openDatabase(config, log);
-  const verdict = await verifySchema(database.registry);
-  if (!verdict.ok) {
-    await database.close();
-    throw new Error(`refusing to serve: ${verdict.reason}`);
-  }
+  checkConfig(config);
 
+  const { server, port, serve } = await listen(config);
+  const url = `http://${config.HOST}:${port}`;
+  const closeServer = () => new Promise<void>((resolve) => server.close(() => resolve()));
+
+  let lock: DataDirLock | undefined;
+  let database: OpenDatabase | undefined;
   let secret = config.AUTH_HS256_SECRET;
   const generated = !secret && !config.AUTH_JWKS_URL;
-  if (generated) secret = await developmentSecret(config.DATA_DIR);
+  let running: RunningServer | undefined;
+  try {
+    if (!config.DATABASE_URL) {
+      lock = await lockDataDir(
+        config.DATA_DIR,
+        { command: "aip-registry serve", url },
+        {
+          onLost: () => {
+            console.error(JSON.stringify({ level: "error", msg: "the data directory lock was lost: stopping", data_dir: config.DATA_DIR }));
+            process.exitCode = 1;
+            void running?.close();
+          },
+        },
+      );
+    }
+    if (generated) secret = await developmentSecret(config.DATA_DIR);
+    database = config.DATABASE_URL ? await openPostgres(config as Config & { DATABASE_URL: string }, log) : await openEmbedded(config, log);
+    const target = config.DATABASE_URL ? redact(config.DATABASE_URL) : join(config.DATA_DIR, "pglite");
+    const verdict = await askSchema(database.registry, target);
+    if (!verdict.ok) throw new StartupError(`refusing to serve ${target}: ${verdict.reason}`);
+  } catch (error) {
+    await database?.close().catch(() => {});
+    await lock?.release();
+    // Requests that arrived during start-up are waiting for an app that will never come.
+    server.closeAllConnections();
+    await closeServer();
+    throw error;
+  }
+  const { registry } = database;
+
   const authenticator = createAuthenticator({
     ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: secret }),
     ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
     ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
   });
+  const accessLog = config.ACCESS_LOG ? jsonLines() : undefined;
+  const transport = installTransport(server, accessLog ? { log: accessLog } : {});
   const app = createApp({
-    registry: database.registry,
+    registry,
     authenticator,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
-    ...(config.ACCESS_LOG ? { log: jsonLines() } : {}),
-    ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC } } : {}),
+    transportFailure: transport.transportFailure,
+    ...(accessLog ? { log: accessLog } : {}),
+    ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC, transportRefusals: transport.refusals } } : {}),
   });
-
-  const { server, port } = await new Promise<{ server: ServerType; port: number }>((resolve, reject) => {
-    const server = serve({ fetch: app.fetch, port: config.PORT, hostname: config.HOST }, (info) => resolve({ server, port: info.port }));
-    server.once("error", reject);
-  });
-  const url = `http://${config.HOST}:${port}`;
+  serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
 
   let maintenance: MaintenanceLoop | undefined;
   if (config.LEASE_MAINTENANCE_INTERVAL_MS > 0) {
-    maintenance = startMaintenanceLoop(database.registry, {
+    maintenance = startMaintenanceLoop(registry, {
       intervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
       bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
       onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
@@ -130,20 +291,26 @@ export async function startServer(env: Record<string, string | undefined> = proc
     });
   }
 
-  log(`aip-registry listening on ${url} (${database.embedded ? "embedded PGlite" : "PostgreSQL"})`);
+  log(`aip-registry listening on ${url} (${database.label})`);
   if (generated && secret) await printDevelopmentTokens(secret, url, config.DATA_DIR, log);
 
-  return {
+  let closing: Promise<void> | undefined;
+  const open = database;
+  running = {
     url,
     port,
-    registry: database.registry,
+    registry,
     config,
-    async close() {
-      await maintenance?.stop();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await database.close();
-    },
+    close: () =>
+      (closing ??= (async () => {
+        await maintenance?.stop();
+        await closeServer();
+        await open.close();
+        // Last: the directory is free only once the database is closed.
+        await lock?.release();
+      })()),
   };
+  return running;
 }
 
 async function printDevelopmentTokens(secret: string, url: string, dataDir: string, log: Log) {
@@ -172,7 +339,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   startServer().then(
     (running) => {
       const shutdown = () => {
-        running.close().then(() => process.exit(0), () => process.exit(1));
+        running.close().then(() => process.exit(process.exitCode ?? 0), () => process.exit(1));
       };
       process.once("SIGINT", shutdown);
       process.once("SIGTERM", shutdown);

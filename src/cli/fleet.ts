@@ -54,6 +54,13 @@ export async function doctor(ctx: CommandContext): Promise<number> {
     const ready = await backend.readiness();
     if (ready.status === "ready") check("ok", `schema: version ${ready.schema_version}, functions intact, catalog revision ${ready.catalog_revision}`);
     else check("FAIL", `schema: not ready: ${ready.reason ?? "unknown reason"}`);
+    if (ready.status !== "ready" && ready.reason?.startsWith("schema not installed")) {
+      // The invariant checker and the fleet status are functions of the schema it lacks: a
+      // deployment step is missing (exit 1), not an outage to retry (exit 3).
+      if (ctx.values.json === true) io.out(JSON.stringify({ target: backend.target, healthy: false, readiness: ready, invariants: null, fleet: null, warnings }, null, 2));
+      else io.out(`${lines.join("\n")}\n\n1 problem, ${warnings} warnings`);
+      return EXIT.failed;
+    }
 
     io.err("running the invariant checker");
     const report = await backend.checkInvariants();

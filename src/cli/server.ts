@@ -4,10 +4,11 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { migrate as runMigrations, type MigrationReport } from "../db/migrate.js";
+import { MigrationError, migrate as runMigrations, type MigrationReport } from "../db/migrate.js";
 import { withPgSession } from "../db/pg.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
 import { startServer } from "../node.js";
+import { lockDataDir } from "../node/data-dir-lock.js";
 import { redactUrl } from "./sql-backend.js";
 import { EXIT, dataDir, str, type CommandContext } from "./context.js";
 import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
@@ -21,17 +22,29 @@ export async function migrate(ctx: CommandContext): Promise<number> {
     try {
       report = await withPgSession(url, (session) => runMigrations(session, { log: io.err }));
     } catch (error) {
+      if ((error as { code?: unknown }).code === "42501") {
+        const role = new URL(url).username || "this role";
+        throw new MigrationError(
+          `${role} may not install the schema (${(error as Error).message}): migrations run as the database owner; pass the owner's URL with --database-url (docs/deploy.md)`,
+        );
+      }
       throw isConnectionFailure(error) ? new RegistryUnreachable(redactUrl(url), error, "the database") : error;
     }
   } else {
     const dir = join(dataDir(ctx), "pglite");
-    io.err(`migrating the embedded PGlite database at ${dir} (stop a server using it first)`);
-    await mkdir(dir, { recursive: true });
-    const db = await openPglite(dir);
+    // Fails, naming the holder, while a server (or another migrate) has the directory open.
+    const lock = await lockDataDir(dataDir(ctx), { command: "aip-registry migrate" });
     try {
-      report = await runMigrations(pgliteSession(db), { log: io.err });
+      io.err(`migrating the embedded PGlite database at ${dir}`);
+      await mkdir(dir, { recursive: true });
+      const db = await openPglite(dir);
+      try {
+        report = await runMigrations(pgliteSession(db), { log: io.err });
+      } finally {
+        await db.close();
+      }
     } finally {
-      await db.close();
+      await lock.release();
     }
   }
   if (ctx.values.json === true) {

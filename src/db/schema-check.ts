@@ -1,7 +1,14 @@
 /**
  * Does the database run the schema this code was built for? A data-plane process (a Worker, or
- * Node with MIGRATE_ON_START=false) never migrates: it verifies and refuses to serve a mismatch.
+ * Node with REGISTRY_MODE=data-plane or MIGRATE_ON_START=false) never migrates: it verifies and
+ * refuses to serve a mismatch.
+ *
+ * A database that was never migrated, or was migrated by another build, is a deployment step
+ * still to do, not an outage: the verdict says which step ("schema not installed: run migrate")
+ * instead of failing like an unreachable database would. Only a database that cannot be asked at
+ * all throws.
  */
+import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "./schema-version.js";
 
@@ -15,16 +22,39 @@ export interface SchemaVerdict {
   statement_timeout: string | null;
 }
 
+const MIGRATE = "run migrate (`npx aip-registry migrate` with the database owner's URL)";
+
+export const SCHEMA_NOT_INSTALLED = `schema not installed: ${MIGRATE}`;
+
+const unknown = { schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null };
+
 export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
-  const status = await registry.schemaStatus();
+  let status: Awaited<ReturnType<Registry["schemaStatus"]>>;
+  try {
+    status = await registry.schemaStatus();
+  } catch (error) {
+    const sqlstate = error instanceof RegistryError ? error.extensions.sqlstate : undefined;
+    // undefined_function: aip_schema_status() is installed by the first migration.
+    if (sqlstate === "42883") return { ok: false, reason: SCHEMA_NOT_INSTALLED, ...unknown };
+    if (sqlstate === "42501") {
+      return {
+        ok: false,
+        reason: "this database role may not execute the registry's functions: log in with a member of aip_registry_data (docs/deploy.md, login roles)",
+        ...unknown,
+      };
+    }
+    throw error;
+  }
   const verdict = {
     schema_version: status?.schema_version ?? null,
     functions_checksum: status?.functions_checksum ?? null,
     catalog_revision: status?.catalog_revision ?? null,
     statement_timeout: status?.statement_timeout ?? null,
   };
-  if (!status || status.schema_version !== SCHEMA_VERSION) {
-    return { ok: false, reason: `database schema version ${verdict.schema_version} does not match required version ${SCHEMA_VERSION}`, ...verdict };
+  if (!status || verdict.schema_version === null) return { ok: false, reason: SCHEMA_NOT_INSTALLED, ...verdict };
+  if (verdict.schema_version !== SCHEMA_VERSION) {
+    const next = verdict.schema_version < SCHEMA_VERSION ? MIGRATE : "the database was migrated by a newer build: deploy that build";
+    return { ok: false, reason: `database schema version ${verdict.schema_version} does not match required version ${SCHEMA_VERSION}: ${next}`, ...verdict };
   }
   if (status.functions_checksum !== FUNCTIONS_CHECKSUM) {
     return { ok: false, reason: "installed registry functions differ from this build: run the migrations", ...verdict };

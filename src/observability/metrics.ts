@@ -26,6 +26,8 @@ export interface MetricsOptions {
    * like GET /v1/fleet/status, since it exposes the same aggregates.
    */
   public?: boolean;
+  /** Requests refused below the app (Node's HTTP parser), by problem code, counted since start. */
+  transportRefusals?: () => Record<string, number>;
 }
 
 /** Seconds; from sub-millisecond in-process calls to the 10 s statement timeout. */
@@ -46,6 +48,12 @@ export class RegistryMetrics {
     "Route resolutions (PUT /v1/routes/{action_id}) by outcome: created, existing, reacquired, or the problem code of a refusal.",
     ["outcome"],
   );
+  private readonly transportRefusals = this.metrics.counter(
+    "aip_http_transport_refusals_total",
+    "Requests refused by the HTTP server before reaching a route (malformed HTTP, oversized headers, timeouts), by problem code.",
+    ["code"],
+  );
+  private readonly transportSeen = new Map<string, number>();
   private readonly poolConnections = this.metrics.gauge("aip_db_pool_connections", "Open database connections per pool.", ["pool"]);
   private readonly poolIdle = this.metrics.gauge("aip_db_pool_idle_connections", "Idle database connections per pool.", ["pool"]);
   private readonly poolWaiting = this.metrics.gauge("aip_db_pool_waiting_requests", "Queries waiting for a database connection per pool.", ["pool"]);
@@ -94,6 +102,11 @@ export class RegistryMetrics {
 
   /** The exposition text; reads the fleet status once. */
   async scrape(registry: Registry): Promise<string> {
+    for (const [code, total] of Object.entries(this.options.transportRefusals?.() ?? {})) {
+      const delta = total - (this.transportSeen.get(code) ?? 0);
+      if (delta > 0) this.transportRefusals.inc({ code }, delta);
+      this.transportSeen.set(code, total);
+    }
     for (const pool of this.options.pools?.() ?? []) {
       this.poolConnections.set({ pool: pool.pool }, pool.total);
       this.poolIdle.set({ pool: pool.pool }, pool.idle);

@@ -14,6 +14,7 @@ export const PROBLEM_STATUS = {
   "not-found": 404,
   "binding-unavailable": 404,
   "method-not-allowed": 405,
+  "request-timeout": 408,
   conflict: 409,
   "stale-cursor": 409,
   "fence-lost": 409,
@@ -21,6 +22,11 @@ export const PROBLEM_STATUS = {
   "unsupported-media-type": 415,
   admission: 422,
   "capacity-exceeded": 429,
+  "header-fields-too-large": 431,
+  /** Never sent: the client left before its request was complete (logged as nginx does). */
+  "client-closed": 499,
+  /** Refused by the HTTP layer below the app (Node's parser, src/node/transport.ts). */
+  "malformed-request": 400,
   internal: 500,
   "replica-unavailable": 503,
   storage: 503,
@@ -35,6 +41,7 @@ export const PROBLEM_TITLES: Record<ProblemCode, string> = {
   "not-found": "Not found",
   "binding-unavailable": "No enabled binding",
   "method-not-allowed": "Method not allowed",
+  "request-timeout": "Request timeout",
   conflict: "Conflict",
   "stale-cursor": "Stale catalog cursor",
   "fence-lost": "Route fence lost",
@@ -42,6 +49,9 @@ export const PROBLEM_TITLES: Record<ProblemCode, string> = {
   "unsupported-media-type": "Unsupported media type",
   admission: "Admission refused",
   "capacity-exceeded": "Admission capacity exceeded",
+  "header-fields-too-large": "Request header fields too large",
+  "client-closed": "Client closed the connection",
+  "malformed-request": "Malformed HTTP request",
   internal: "Internal error",
   "replica-unavailable": "No replica available",
   storage: "Registry storage unavailable",
@@ -117,6 +127,9 @@ export function fromDatabaseError(error: unknown): RegistryError {
   if (sqlstate.startsWith("23")) {
     return new RegistryError("conflict", "the change conflicts with a stored record", { sqlstate });
   }
-  // Connection failures, shutdown, resource exhaustion, schema drift: do not leak internals.
-  return new RegistryError("storage", "the registry database is unavailable or failed; nothing is inferred to have committed", sqlstate ? { sqlstate } : {}, true);
+  // Connection failures, shutdown, resource exhaustion, schema drift: do not leak internals to
+  // clients. The cause stays on the error for the server's own messages (start-up, logs).
+  const storage = new RegistryError("storage", "the registry database is unavailable or failed; nothing is inferred to have committed", sqlstate ? { sqlstate } : {}, true);
+  storage.cause = error;
+  return storage;
 }

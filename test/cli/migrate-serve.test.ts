@@ -31,6 +31,14 @@ beforeAll(() => admin((c) => c.query(`CREATE DATABASE ${emptyDatabase}`)));
 afterAll(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${emptyDatabase} WITH (FORCE)`)));
 
 describe("migrate", () => {
+  it("refuses a runtime role's URL, saying that migrations run as the owner", async () => {
+    const result = await runCli(["migrate", "--database-url", databaseUrl(server, emptyDatabase, "aip_test_control")], { env: cleanEnv() });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      "error: aip_test_control may not install the schema (permission denied for schema public): migrations run as the database owner; pass the owner's URL with --database-url (docs/deploy.md)",
+    );
+  });
+
   it("installs the schema into an empty database, then finds it up to date", async () => {
     const url = databaseUrl(server, emptyDatabase);
     const first = await runCli(["migrate", "--database-url", url], { env: cleanEnv() });

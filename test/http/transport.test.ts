@@ -1,0 +1,138 @@
+/**
+ * Refusals below the app, on a real started server over raw sockets: malformed HTTP, oversized
+ * headers and a bad Host are answered with problem+json; a malformed body or a client that
+ * leaves mid-request is logged and counted with its own code, never as an `internal` 500.
+ */
+import { connect } from "node:net";
+import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import { mintToken } from "../../src/http/tokens.js";
+import { startServer, type RunningServer } from "../../src/node.js";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { TEST_SECRET } from "../support/http.js";
+
+let db: TestDatabase;
+let server: RunningServer;
+const logged: string[] = [];
+const errors: string[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  vi.spyOn(console, "log").mockImplementation((line: unknown) => void logged.push(String(line)));
+  vi.spyOn(console, "error").mockImplementation((line: unknown) => void errors.push(String(line)));
+  server = await startServer(
+    { DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, AUTH_HS256_SECRET: TEST_SECRET, PORT: "0", MIGRATE_ON_START: "false", LEASE_MAINTENANCE_INTERVAL_MS: "0" },
+    () => {},
+  );
+});
+afterAll(async () => {
+  await server?.close();
+  vi.restoreAllMocks();
+  await db?.close();
+});
+
+/** Writes `parts` (one write each, a tick apart) and returns everything the server sent until it closed. */
+function exchange(parts: string[], options: { end?: boolean } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(server.port, "127.0.0.1");
+    let received = "";
+    socket.on("data", (chunk: Buffer) => (received += chunk.toString("latin1")));
+    socket.on("error", reject);
+    socket.on("close", () => resolve(received));
+    socket.on("connect", async () => {
+      for (const part of parts) {
+        socket.write(part);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      if (options.end) socket.end();
+    });
+  });
+}
+
+function parse(raw: string): { status: number; headers: Record<string, string>; body: Record<string, unknown> } {
+  const [head = "", body = ""] = raw.split("\r\n\r\n");
+  const [statusLine = "", ...lines] = head.split("\r\n");
+  const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
+  return { status: Number(statusLine.split(" ")[1]), headers, body: JSON.parse(body) as Record<string, unknown> };
+}
+
+const accessLines = () =>
+  logged
+    .map((line) => {
+      try {
+        return JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return {};
+      }
+    })
+    .filter((entry) => entry.msg === "request");
+
+async function waitForLine(requestId: unknown) {
+  for (let i = 0; i < 100 && !accessLines().some((e) => e.request_id === requestId); i++) await new Promise((r) => setTimeout(r, 20));
+  return accessLines().find((e) => e.request_id === requestId);
+}
+
+it("answers a malformed chunked body with problem+json and logs a 400 malformed-request, not a 500", async () => {
+  const token = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["registry:admin"] });
+  const raw = await exchange([
+    `POST /v1/fleet/lease-expiry HTTP/1.1\r\nHost: registry\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+    "zz\r\n{}\r\n0\r\n\r\n",
+  ]);
+  const answer = parse(raw);
+  expect(answer.status).toBe(400);
+  expect(answer.headers["content-type"]).toBe("application/problem+json");
+  expect(answer.headers.connection).toBe("close");
+  expect(answer.body).toMatchObject({ status: 400, code: "malformed-request", type: "https://aip.dev/problems/malformed-request" });
+  expect(answer.body.detail).toContain("HPE_INVALID_CHUNK_SIZE");
+  expect(answer.headers["x-request-id"]).toBe(answer.body.request_id);
+
+  // The request the app was serving is logged once, with the id the client was given.
+  const line = await waitForLine(answer.body.request_id);
+  expect(line).toMatchObject({ method: "POST", route: "/v1/fleet/lease-expiry", status: 400, code: "malformed-request", level: "info" });
+  expect(errors.join("\n")).not.toContain("unhandled error");
+  expect(accessLines().filter((e) => e.status === 500)).toEqual([]);
+});
+
+it("answers oversized headers with a 431 problem, logged and counted", async () => {
+  const raw = await exchange([`GET /healthz HTTP/1.1\r\nHost: registry\r\nX-Padding: ${"a".repeat(20_000)}\r\n\r\n`]);
+  const answer = parse(raw);
+  expect(answer.status).toBe(431);
+  expect(answer.headers["content-type"]).toBe("application/problem+json");
+  expect(answer.body).toMatchObject({ status: 431, code: "header-fields-too-large", title: "Request header fields too large" });
+  expect(await waitForLine(answer.body.request_id)).toMatchObject({ status: 431, code: "header-fields-too-large", route: "unmatched" });
+});
+
+it("answers a request line Node cannot parse and a Host it cannot use with 400 problems", async () => {
+  const garbage = parse(await exchange(["GET /healthz HTTP/1.1\r\nHost registry\r\n\r\n"]));
+  expect(garbage.status).toBe(400);
+  expect(garbage.body).toMatchObject({ code: "malformed-request" });
+  const host = parse(await exchange(["GET /healthz HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n"]));
+  expect(host.status).toBe(400);
+  expect(host.headers["content-type"]).toBe("application/problem+json");
+  expect(host.body).toMatchObject({ code: "malformed-request" });
+});
+
+it("logs a client that leaves in the middle of its body as client-closed (499), not as a 500", async () => {
+  const token = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["registry:admin"] });
+  const before = accessLines().length;
+  for (const framing of ["Transfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":", 'Content-Length: 100\r\n\r\n{"a":']) {
+    const raw = await exchange([`POST /v1/admin/publications HTTP/1.1\r\nHost: registry\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n${framing}`], { end: true });
+    expect(raw).toBe("");
+  }
+  for (let i = 0; i < 100 && accessLines().length < before + 2; i++) await new Promise((r) => setTimeout(r, 20));
+  const lines = accessLines().slice(before);
+  expect(lines.map((e) => [e.route, e.status, e.code])).toEqual([
+    ["/v1/admin/publications", 499, "client-closed"],
+    ["/v1/admin/publications", 499, "client-closed"],
+  ]);
+  expect(errors.join("\n")).not.toContain("unhandled error");
+});
+
+it("counts transport refusals in /metrics and records no 500", async () => {
+  const token = await mintToken(TEST_SECRET, { subject: "prometheus", scopes: ["fleet:read"] });
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
+  expect(text).toMatch(/^aip_http_transport_refusals_total\{code="header-fields-too-large"\} 1$/m);
+  expect(text).toMatch(/^aip_http_transport_refusals_total\{code="malformed-request"\} [1-9]\d*$/m);
+  expect(text).toMatch(/^aip_http_request_duration_seconds_count\{method="POST",route="\/v1\/fleet\/lease-expiry",status="400"\} 1$/m);
+  expect(text).toMatch(/^aip_http_request_duration_seconds_count\{method="POST",route="\/v1\/admin\/publications",status="499"\} 2$/m);
+  expect(text).not.toMatch(/status="500"/);
+});
