@@ -11,6 +11,7 @@ import { writeResults, type Results } from "./lib/report.js";
 import { publishProbe, seedFleet, verifySeed } from "./lib/seed.js";
 import { connectionBudget, embeddedServer, externalServer, freshDatabase, MACHINE_URL, type Server } from "./lib/target.js";
 import { runCatalog } from "./workloads/catalog.js";
+import { runCatalogHttp } from "./workloads/catalog-http.js";
 import { runContention } from "./workloads/contention.js";
 import { measureCosts } from "./workloads/cost.js";
 import { runHttp } from "./workloads/http.js";
@@ -96,6 +97,12 @@ async function benchServer(server: Server, target: string, options: Options, res
       log("catalog");
       await attempt(results, "catalog", () =>
         runCatalog(recorder, db, layout, { target, readers: Math.min(32, maxPool), durationMs: options.phaseMs, sampledTenants: options.quick ? 8 : 32 }),
+      );
+    }
+    if (options.suites.has("catalog-http")) {
+      log("catalog over HTTP (Node server under autocannon: cache warm, 304, staleness, uncached)");
+      await attempt(results, "catalog-http", () =>
+        runCatalogHttp(recorder, db, layout, { target, connections: 32, poolMax: Math.min(16, maxPool), durationMs: options.phaseMs, sampledTenants: options.quick ? 8 : 32 }),
       );
     }
     if (options.suites.has("contention")) {

@@ -725,6 +725,10 @@ DECLARE
   v_index integer := -1;
   v_changed integer := 0;
   v_catalog_changed boolean := false;
+  -- What the changes touched, for the live chains (aip_catalog_entries) to re-evaluate.
+  v_instances text[] := '{}';
+  v_versions text[] := '{}';
+  v_types text[] := '{}';
   v_report jsonb;
   v_state text;
   v_message text;
@@ -749,10 +753,21 @@ BEGIN
       IF v_result ->> 'outcome' <> 'unchanged' THEN
         v_changed := v_changed + 1;
         v_catalog_changed := v_catalog_changed OR v_result ->> 'op' <> 'put_replica';
+        CASE v_change ->> 'op'
+          WHEN 'put_binding' THEN v_instances := v_instances || (v_change ->> 'instance_id');
+          WHEN 'put_instance' THEN v_instances := v_instances || (v_change ->> 'id');
+          WHEN 'admit_version', 'set_version_status' THEN v_versions := v_versions || (v_change ->> 'id');
+          WHEN 'put_connector_type', 'set_connector_type_enabled' THEN v_types := v_types || (v_change ->> 'id');
+          ELSE NULL;
+        END CASE;
       END IF;
       v_results := v_results || v_result;
     END LOOP;
     IF v_catalog_changed THEN
+      PERFORM aip_refresh_catalog_entries(ARRAY(
+        SELECT unnest(v_instances)
+        UNION
+        SELECT i.instance_id FROM aip_connector_instances i WHERE i.version_id = ANY (v_versions) OR i.type_id = ANY (v_types)));
       UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton
       RETURNING revision INTO v_revision;
     END IF;

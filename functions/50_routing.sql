@@ -29,15 +29,14 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The tenant's qualified bindings for a capability with their instances' current versions: the
--- catalog's live chain (aip_binding_chain) behind every enabled binding. A set-returning SQL
--- function, so the planner inlines it into the routing queries as plain joins.
+-- catalog's live chains (aip_catalog_entries, maintained by publication), one key lookup. A
+-- set-returning SQL function, so the planner inlines it into the routing queries.
 CREATE FUNCTION aip_route_bindings(p_tenant_id text, p_capability_id text)
 RETURNS TABLE (instance_id text, version_id text, priority integer)
 LANGUAGE sql STABLE AS $$
-  SELECT b.instance_id, c.version_id, b.priority
-  FROM aip_capability_bindings b
-  CROSS JOIN LATERAL aip_binding_chain(b.tenant_id, b.capability_id, b.instance_id, NULL) c
-  WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.enabled
+  SELECT e.instance_id, e.version_id, e.priority
+  FROM aip_catalog_entries e
+  WHERE e.tenant_id = p_tenant_id AND e.capability_id = p_capability_id
 $$;
 
 -- Candidate replicas for a new route: a replica of a qualified binding's instance on the

@@ -22,6 +22,7 @@ import { RegistryError } from "./registry/errors.js";
 import type { Registry } from "./registry/registry.js";
 import { registerAdminRoutes } from "./routes/admin.js";
 import { registerCatalogRoutes } from "./routes/catalog.js";
+import { CatalogServer, type CatalogServingOptions } from "./catalog/serve.js";
 import { registerFleetRoutes } from "./routes/fleet.js";
 import { registerOpsRoutes } from "./routes/ops.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
@@ -31,6 +32,8 @@ export type { AccessLogEntry } from "./observability/access-log.js";
 export type { MetricsOptions, PoolUsage } from "./observability/metrics.js";
 
 export interface AppOptions {
+  /** Catalog answer cache and staleness (src/catalog/serve.ts); default: no cache, always one statement that builds the answer. */
+  catalog?: CatalogServingOptions;
   registry: Registry;
   authenticator: Authenticator;
   /** Body limit of data-plane requests (default 256 KiB). */
@@ -77,7 +80,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use("/v1/*", authenticate(options.authenticator));
 
   registerOpsRoutes(app, registry);
-  registerCatalogRoutes(app, registry);
+  registerCatalogRoutes(app, new CatalogServer(registry, options.catalog));
   registerRoutingRoutes(app, registry);
   registerReplicaRoutes(app, registry);
   registerAdminRoutes(app, registry);

@@ -48,6 +48,15 @@ export const ConfigSchema = z.object({
   LEASE_MAINTENANCE_INTERVAL_MS: int(1000, 0, 3_600_000),
   LEASE_EXPIRY_BATCH: int(500, 1, 10_000),
   LEASE_EXPIRY_MAX_BATCHES: int(8, 1, 1000),
+  /**
+   * Catalog reads (pages, single definitions, 304 validations) from a read replica: a PostgreSQL
+   * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.
+   */
+  CATALOG_DATABASE_URL: optionalString,
+  /** Bytes of catalog answers the Node server keeps in memory (0: no cache). */
+  CATALOG_CACHE_BYTES: int(64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
+  /** Serve a cached catalog answer without asking the database, this long after its revision was confirmed (0: never). */
+  CATALOG_MAX_STALENESS_MS: int(0, 0, 3_600_000),
   ACCESS_LOG: flag(true),
   /** Serve Prometheus metrics at /metrics (scrapes need a fleet:read token unless METRICS_PUBLIC). */
   METRICS: flag(true),

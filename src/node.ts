@@ -17,6 +17,7 @@ import { getRequestListener } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
 import { createApp, type PoolUsage } from "./app.js";
+import { MemoryCatalogCache } from "./catalog/cache.js";
 import { loadConfig, type Config } from "./config.js";
 import { migrate } from "./db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "./db/pg.js";
@@ -66,6 +67,9 @@ export function checkConfig(config: Config): void {
     if (config.CONTROL_DATABASE_URL) {
       throw new StartupError("REGISTRY_MODE=data-plane holds no control-plane credentials: unset CONTROL_DATABASE_URL (publish through a process or CLI that has the control role)");
     }
+  }
+  if (embedded && config.CATALOG_DATABASE_URL) {
+    throw new StartupError("CATALOG_DATABASE_URL (a read replica for catalog reads) needs DATABASE_URL: the embedded database has no replicas");
   }
   if (!embedded && !config.AUTH_HS256_SECRET && !config.AUTH_JWKS_URL && !config.AUTH_ALLOW_DEVELOPMENT_SECRET) {
     throw new StartupError(
@@ -182,18 +186,33 @@ async function migrateOnStart(controlUrl: string, before: string | undefined, lo
 async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log): Promise<OpenDatabase> {
   const dataPool: pg.Pool = createPgPool(config.DATABASE_URL, { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
   const data = pgExecutor(dataPool);
+  // Catalog reads on a read replica, when one is configured: a pool of its own, as the data role.
+  const catalogPool = config.CATALOG_DATABASE_URL
+    ? createPgPool(config.CATALOG_DATABASE_URL, { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS, applicationName: "aip-registry-catalog" })
+    : undefined;
+  const catalog = catalogPool ? { catalog: pgExecutor(catalogPool) } : {};
+  const catalogUsage = (): PoolUsage[] => (catalogPool ? [usage(catalogPool, "catalog")] : []);
   if (config.REGISTRY_MODE === "data-plane") {
     // No control credentials, no control pool: /v1/admin/* is 403 (Registry refuses control calls).
-    return { registry: new Registry({ data }), label: "PostgreSQL, data plane only", pools: () => [usage(dataPool, "data")], close: () => dataPool.end() };
+    return {
+      registry: new Registry({ data, ...catalog }),
+      label: "PostgreSQL, data plane only",
+      pools: () => [usage(dataPool, "data"), ...catalogUsage()],
+      close: async () => {
+        await dataPool.end();
+        await catalogPool?.end();
+      },
+    };
   }
   const controlUrl = config.CONTROL_DATABASE_URL ?? config.DATABASE_URL;
   // Always a pool of its own, even on the same URL: publications get their longer timeout and
   // can never take the data plane's connections.
   const controlPool: pg.Pool = createPgPool(controlUrl, { max: Math.min(4, config.DB_POOL_MAX), statementTimeoutMs: config.CONTROL_DB_STATEMENT_TIMEOUT_MS });
-  const registry = new Registry({ data, control: pgExecutor(controlPool) });
+  const registry = new Registry({ data, control: pgExecutor(controlPool), ...catalog });
   const close = async () => {
     await dataPool.end();
     await controlPool.end();
+    await catalogPool?.end();
   };
   try {
     if (config.MIGRATE_ON_START) {
@@ -206,7 +225,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
     await close();
     throw error;
   }
-  return { registry, label: "PostgreSQL", pools: () => [usage(dataPool, "data"), usage(controlPool, "control")], close };
+  return { registry, label: "PostgreSQL", pools: () => [usage(dataPool, "data"), usage(controlPool, "control"), ...catalogUsage()], close };
 }
 
 /** The schema verdict; a database that cannot be asked at all is a start-up error with its cause. */
@@ -274,6 +293,10 @@ export async function startServer(env: Record<string, string | undefined> = proc
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
     transportFailure: transport.transportFailure,
+    catalog: {
+      ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
+      maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
+    },
     ...(accessLog ? { log: accessLog } : {}),
     ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC, transportRefusals: transport.refusals } } : {}),
   });

@@ -9,6 +9,9 @@
  * - NEON_TRANSPORT: `http` (default; `neon()`, one HTTPS request per statement) or `websocket`
  *   (a `Pool` per request, ended with waitUntil).
  * - NEON_LOCAL_PROXY: development and tests only, the URL of src/dev/neon-proxy.ts.
+ * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads.
+ * - CATALOG_CACHE (`true` by default): catalog answers kept in the location's Cache API;
+ *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
  *
  * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
  * `storage` until it matches. The cron trigger runs one bounded lease-maintenance cycle.
@@ -20,6 +23,8 @@ import { ConfigSchema } from "./config.js";
 import type { SqlExecutor } from "./db/executor.js";
 import { RequestPools, neonHttpExecutor, type NeonTransport } from "./db/neon.js";
 import { SchemaGate } from "./db/schema-gate.js";
+import { EdgeCatalogCache, type EdgeCache } from "./catalog/edge-cache.js";
+import { ConfirmedRevision } from "./catalog/serve.js";
 import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
 import { createAuthenticator, type Authenticator } from "./http/auth.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
@@ -42,6 +47,9 @@ export interface WorkerEnv {
   ADMIN_BODY_LIMIT_BYTES?: string;
   LEASE_EXPIRY_BATCH?: string;
   LEASE_EXPIRY_MAX_BATCHES?: string;
+  CATALOG_DATABASE_URL?: string;
+  CATALOG_CACHE?: string;
+  CATALOG_MAX_STALENESS_MS?: string;
 }
 
 /** The parts of the Workers ExecutionContext / ScheduledController used here. */
@@ -65,10 +73,13 @@ const WorkerConfigSchema = ConfigSchema.pick({
   ADMIN_BODY_LIMIT_BYTES: true,
   LEASE_EXPIRY_BATCH: true,
   LEASE_EXPIRY_MAX_BATCHES: true,
+  CATALOG_DATABASE_URL: true,
+  CATALOG_MAX_STALENESS_MS: true,
 })
   .extend({
     NEON_TRANSPORT: z.enum(["http", "websocket"]).optional().transform((v): NeonTransport => v ?? "http"),
     NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
+    CATALOG_CACHE: z.enum(["true", "false"]).optional().transform((v) => v !== "false"),
   })
   .refine((config) => config.DATABASE_URL, { path: ["DATABASE_URL"], message: "is required (the data role's connection string)" });
 
@@ -79,6 +90,10 @@ class WorkerRuntime {
   readonly gate = new SchemaGate();
   readonly authenticator: Authenticator;
   readonly bounds: MaintenanceBounds;
+  /** The newest catalog revision this isolate has seen confirmed, for every app it builds. */
+  readonly confirmedRevision = new ConfirmedRevision();
+  /** The location's catalog cache (Cache API, behind an in-isolate memory cache); none when disabled or unavailable. */
+  private readonly catalogCache: EdgeCatalogCache | undefined;
   /** HTTP transport: executors hold no socket, so one app serves every request. */
   private sharedApp: ReturnType<typeof createApp> | undefined;
 
@@ -89,6 +104,8 @@ class WorkerRuntime {
       ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
     });
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
+    const edge = (globalThis as { caches?: { default?: EdgeCache } }).caches?.default;
+    this.catalogCache = config.CATALOG_CACHE && edge ? new EdgeCatalogCache(edge) : undefined;
   }
 
   /**
@@ -99,9 +116,11 @@ class WorkerRuntime {
     const open = (url: string): SqlExecutor => (pools ? pools.executor(url) : neonHttpExecutor(url));
     const data = open(this.config.DATABASE_URL);
     const control = this.config.CONTROL_DATABASE_URL ? open(this.config.CONTROL_DATABASE_URL) : undefined;
+    const catalog = this.config.CATALOG_DATABASE_URL ? open(this.config.CATALOG_DATABASE_URL) : undefined;
     return new Registry({
       data: this.gate.guard(data),
       ...(control ? { control: this.gate.guard(control, data) } : {}),
+      ...(catalog ? { catalog: this.gate.guard(catalog, data) } : {}),
     });
   }
 
@@ -112,6 +131,11 @@ class WorkerRuntime {
       bodyLimitBytes: this.config.BODY_LIMIT_BYTES,
       adminBodyLimitBytes: this.config.ADMIN_BODY_LIMIT_BYTES,
       ...(this.config.ACCESS_LOG ? { log: jsonLines() } : {}),
+      catalog: {
+        ...(this.catalogCache ? { cache: this.catalogCache } : {}),
+        maxStalenessMs: this.config.CATALOG_MAX_STALENESS_MS,
+        confirmed: this.confirmedRevision,
+      },
     });
   }
 

@@ -104,6 +104,8 @@ SELECT 'crepl_bench_' || lpad(g::text, 6, '0'), instance_id, version_id,
 FROM (SELECT i.*, (${regionArray})[(n + q) % 3 + 1] AS region FROM bench_instances i) x
 ORDER BY 1;
 
+-- What publication maintains for every change: the live binding chains the catalog and routing read.
+SELECT aip_rebuild_catalog_entries();
 UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton;
 `;
 }

@@ -206,6 +206,31 @@ export const capabilityBindings = pgTable(
   ],
 );
 
+/**
+ * The live binding chains, one row per enabled binding whose whole chain holds (instance of the
+ * same tenant and enabled, its current version active and supply-chain qualified, an enabled
+ * type, the version implementing the capability). Derived state: publication maintains it in
+ * the same transaction as the change (functions/20_publish.sql, aip_refresh_catalog_entries), so
+ * it is exactly as consistent as the catalog revision. A tenant's catalog page and total are
+ * then one range of the primary key, and a new route's candidate bindings one key lookup.
+ * (The profile filter stays at read time, through the version.)
+ */
+export const catalogEntries = pgTable(
+  "aip_catalog_entries",
+  {
+    tenantId: text("tenant_id").notNull(),
+    capabilityId: text("capability_id").notNull(),
+    instanceId: text("instance_id").notNull(),
+    versionId: text("version_id").notNull(),
+    priority: integer("priority").notNull(),
+  },
+  (t) => [
+    primaryKey({ name: "aip_catalog_entries_pkey", columns: [t.tenantId, t.capabilityId, t.instanceId] }),
+    // Publication refreshes the entries of the instances a change touched.
+    index("aip_catalog_entries_instance_idx").on(t.instanceId),
+  ],
+);
+
 /** Shared in-flight counters, one per (scope kind, key); rows are kept at zero, never deleted. */
 export const admissionCounters = pgTable(
   "aip_admission_counters",

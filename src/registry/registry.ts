@@ -63,12 +63,36 @@ export interface LifecycleResult {
 
 export type RecordKind = "connector_type" | "version" | "instance" | "replica" | "admission_policy";
 
+/**
+ * A catalog answer as the database wrote it: the revision it was read at and the JSON text of the
+ * page (or definition), which the serving layer forwards or caches without parsing. `text` is
+ * null when the caller's validator is current ("not modified"), or, for a single definition, when
+ * it is not visible.
+ */
+export interface CatalogText {
+  catalog_revision: number;
+  text: string | null;
+  not_modified: boolean;
+}
+
+/** `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`. */
+export const ANY_REVISION = -1;
+
 export interface RegistryExecutors {
   data: SqlExecutor;
   control?: SqlExecutor;
+  /**
+   * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. A
+   * replica that has not replayed a request's revision yet says so (ARLAG) and the read goes to
+   * the data executor instead.
+   */
+  catalog?: SqlExecutor;
 }
 
 const json = (value: unknown) => JSON.stringify(value);
+
+/** SQLSTATE of a catalog replica that has not replayed the revision a request comes from. */
+const REPLICA_BEHIND = "ARLAG";
 
 export class Registry {
   constructor(private readonly executors: RegistryExecutors) {}
@@ -99,12 +123,30 @@ export class Registry {
   }
 
   // Data plane ------------------------------------------------------------------------------------
-  catalogPage(tenantId: string | null, query: CatalogQuery): Promise<CatalogPage> {
-    return this.data("aip_catalog_page($1::text, $2::jsonb)", [tenantId, json(query)]);
+  /** One catalog page as JSON text; `ifRevision` short-circuits to "not modified" at that revision. */
+  catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null = null): Promise<CatalogText> {
+    return this.catalogRead(
+      "SELECT catalog_revision::text AS revision, page AS text, page IS NULL AS not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)",
+      [tenantId, json(query), ifRevision],
+    );
   }
 
-  catalogGet(tenantId: string | null, capabilityId: string): Promise<{ catalog_revision: number; definition: Record<string, unknown> | null }> {
-    return this.data("aip_catalog_get($1::text, $2::text)", [tenantId, capabilityId]);
+  /** One definition as the JSON text of {catalog_revision, definition} (null: not visible to the tenant). */
+  catalogGetText(tenantId: string | null, capabilityId: string, ifRevision: number | null = null): Promise<CatalogText> {
+    return this.catalogRead(
+      "SELECT catalog_revision::text AS revision, definition AS text, not_modified FROM aip_catalog_get($1::text, $2::text, $3::bigint)",
+      [tenantId, capabilityId, ifRevision],
+    );
+  }
+
+  async catalogPage(tenantId: string | null, query: CatalogQuery): Promise<CatalogPage> {
+    return JSON.parse((await this.catalogPageText(tenantId, query)).text as string) as CatalogPage;
+  }
+
+  async catalogGet(tenantId: string | null, capabilityId: string): Promise<{ catalog_revision: number; definition: Record<string, unknown> | null }> {
+    const answer = await this.catalogGetText(tenantId, capabilityId);
+    if (answer.text === null) return { catalog_revision: answer.catalog_revision, definition: null };
+    return JSON.parse(answer.text) as { catalog_revision: number; definition: Record<string, unknown> };
   }
 
   resolveRoute(actionId: string, tenantId: string, capabilityId: string, topology: TopologyPreference = {}): Promise<ResolveResult> {
@@ -147,6 +189,28 @@ export class Registry {
   }
 
   // -----------------------------------------------------------------------------------------------
+  /** A catalog read on the catalog executor, or on the data executor when that one lags behind. */
+  private async catalogRead(text: string, params: unknown[]): Promise<CatalogText> {
+    const run = async (executor: SqlExecutor) => {
+      const [row] = await executor.query<{ revision: string; text: string | null; not_modified: boolean }>(text, params);
+      if (!row) throw new RegistryError("storage", "the catalog read returned no row", {}, true);
+      return { catalog_revision: Number(row.revision), text: row.text, not_modified: row.not_modified };
+    };
+    const replica = this.executors.catalog;
+    try {
+      if (replica) {
+        try {
+          return await run(replica);
+        } catch (error) {
+          if ((error as { code?: unknown })?.code !== REPLICA_BEHIND) throw error;
+        }
+      }
+      return await run(this.executors.data);
+    } catch (error) {
+      throw fromDatabaseError(error);
+    }
+  }
+
   private data<T>(call: string, params: unknown[]): Promise<T> {
     return this.call(this.executors.data, call, params);
   }

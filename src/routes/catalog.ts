@@ -2,66 +2,53 @@
  * Tenant capability catalog (scope catalog:read): revision-consistent pages and single reads.
  * The tenant comes from the token; a token without one sees an empty catalog.
  *
- * Caching: the visible catalog is a function of the catalog revision, so a response for one
- * (tenant, request) is stable for as long as the revision is. The weak ETag carries the revision
- * plus a digest of the tenant and the request, so a validator can only ever match the response it
- * was issued for. A page request passes a matching validator's revision to the database, which
- * answers "not modified" without materializing the page.
+ * Answers are served through the revision-keyed cache of src/catalog/serve.ts: one statement per
+ * request, which on a warm cache only confirms the cached answer's revision. Every answer carries
+ * a strong ETag naming its revision and the tenant's request, and `Cache-Control: private,
+ * no-cache`: private because the answer is one tenant's, no-cache because only the registry can
+ * tell whether a publication has happened since (a 304 costs one tiny statement). `Vary:
+ * Authorization` keeps shared caches that ignore `private` from mixing tenants.
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
+import type { CatalogOutcome, CatalogServer, Defer } from "../catalog/serve.js";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
-import type { Registry } from "../registry/registry.js";
 import { CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
 import { bearer, json, pathId, problems } from "./common.js";
 
-/** 32-bit FNV-1a of the UTF-8 bytes, as 8 hex digits: a cache key, not a security boundary. */
-function fnv1a(text: string): string {
-  let hash = 0x811c9dc5;
-  for (const byte of new TextEncoder().encode(text)) {
-    hash ^= byte;
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 0).toString(16).padStart(8, "0");
-}
-
-/** Identifies one request of one tenant; with the revision it makes the response's ETag. */
-const requestDigest = (tenantId: string | null, request: unknown) => fnv1a(JSON.stringify([tenantId, request]));
-const etag = (revision: number, digest: string) => `W/"${revision}-${digest}"`;
-
-const ETAG = /^(?:W\/)?"(\d{1,16})-([0-9a-f]{8})"$/;
-
-/**
- * What If-None-Match says about this request: `any` for `*`, otherwise the newest revision among
- * the validators issued for this very request (digest match), or null.
- */
-function validatorRevision(c: Context<AppEnv>, digest: string): number | "any" | null {
-  const header = c.req.header("if-none-match");
-  if (!header) return null;
-  let newest: number | null = null;
-  for (const candidate of header.split(",")) {
-    const tag = candidate.trim();
-    if (tag === "*") return "any";
-    const match = ETAG.exec(tag);
-    if (match?.[2] === digest && Number.isSafeInteger(Number(match[1]))) newest = Math.max(newest ?? 0, Number(match[1]));
-  }
-  return newest;
-}
-
-function cacheHeaders(c: Context<AppEnv>, revision: number, digest: string): void {
-  c.header("etag", etag(revision, digest));
-  // Per-tenant content: private caches only, revalidated on every use (a 304 costs one lock).
-  c.header("cache-control", "private, no-cache");
-  c.header("vary", "authorization");
-}
-
 const IfNoneMatch = z.object({
-  "if-none-match": z.string().optional().openapi({ description: "ETag of an earlier response to the same request." }),
+  "if-none-match": z.string().optional().openapi({ description: "ETag of an earlier response to the same request, or `*`." }),
 });
 
-export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
+const CacheHeaders = {
+  ETag: { description: "Strong validator: the catalog revision and a digest of the tenant and the request.", schema: { type: "string" as const } },
+  "Cache-Control": { description: "`private, no-cache`: one tenant's answer, revalidated on every use.", schema: { type: "string" as const } },
+};
+
+/** Where a Worker must be told about work that outlives the response; nowhere on Node. */
+function deferOf(c: Context<AppEnv>): Defer | undefined {
+  try {
+    const ctx = c.executionCtx;
+    return (work) => ctx.waitUntil(work);
+  } catch {
+    return undefined;
+  }
+}
+
+function respond(c: Context<AppEnv>, outcome: CatalogOutcome, notFound: () => RegistryError) {
+  c.header("aip-catalog-cache", outcome.cache);
+  if (outcome.status === 404) throw notFound();
+  c.header("etag", outcome.etag);
+  c.header("cache-control", "private, no-cache");
+  c.header("vary", "authorization");
+  if (outcome.status === 304) return c.body(null, 304);
+  c.header("content-type", "application/json");
+  return c.body(outcome.body, 200);
+}
+
+export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: CatalogServer): void {
   app.openapi(
     createRoute({
       method: "get",
@@ -80,20 +67,14 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       middleware: [requireScope("catalog:read")],
       request: { query: CatalogQuery, headers: IfNoneMatch },
       responses: {
-        200: json(CatalogPage, "A catalog page"),
-        304: { description: "Not modified: the catalog revision still matches If-None-Match" },
+        200: { ...json(CatalogPage, "A catalog page"), headers: CacheHeaders },
+        304: { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders },
         ...problems("stale-cursor"),
       },
     }),
     async (c) => {
-      const tenantId = c.get("principal").tenantId;
-      const query = c.req.valid("query");
-      const digest = requestDigest(tenantId, query);
-      const known = validatorRevision(c, digest);
-      const page = await registry.catalogPage(tenantId, { ...query, ...(typeof known === "number" ? { if_revision: known } : {}) });
-      cacheHeaders(c, page.catalog_revision, digest);
-      if (known === "any" || "not_modified" in page) return c.body(null, 304);
-      return c.json(page, 200);
+      const outcome = await catalog.page(c.get("principal").tenantId, c.req.valid("query"), c.req.header("if-none-match"), deferOf(c));
+      return respond(c, outcome, () => new RegistryError("internal", "a catalog page is never missing"));
     },
   );
 
@@ -109,23 +90,15 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       middleware: [requireScope("catalog:read")],
       request: { params: z.object({ capability_id: pathId("capability_id", "cap:crm.contacts.search") }), headers: IfNoneMatch },
       responses: {
-        200: json(CatalogEntry, "The definition and the revision it was read at"),
-        304: { description: "Not modified: the catalog revision still matches If-None-Match" },
+        200: { ...json(CatalogEntry, "The definition and the revision it was read at"), headers: CacheHeaders },
+        304: { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders },
         ...problems("not-found"),
       },
     }),
     async (c) => {
-      const tenantId = c.get("principal").tenantId;
       const { capability_id } = c.req.valid("param");
-      const entry = await registry.catalogGet(tenantId, capability_id);
-      if (!entry.definition) {
-        throw new RegistryError("not-found", `capability \`${capability_id}\` is not in this tenant's catalog`, { catalog_revision: entry.catalog_revision });
-      }
-      const digest = requestDigest(tenantId, capability_id);
-      cacheHeaders(c, entry.catalog_revision, digest);
-      const known = validatorRevision(c, digest);
-      if (known === "any" || known === entry.catalog_revision) return c.body(null, 304);
-      return c.json(entry as z.infer<typeof CatalogEntry>, 200);
+      const outcome = await catalog.definition(c.get("principal").tenantId, capability_id, c.req.header("if-none-match"), deferOf(c));
+      return respond(c, outcome, () => new RegistryError("not-found", `capability \`${capability_id}\` is not in this tenant's catalog`, { catalog_revision: outcome.revision }));
     },
   );
 }

@@ -52,6 +52,16 @@ async function view(tenant: string | null, caps: string[] = [], query: Record<st
 
 const all = (caps: string[], value: boolean) => Object.fromEntries(caps.map((cap) => [cap, value]));
 
+/**
+ * A link no publication can break, broken by editing the row as the owner. The live chains are
+ * derived state that publication re-evaluates for what it touched: re-evaluate them all, as a
+ * publication touching this chain would, so the read shows what the chain rule says.
+ */
+async function editBehindPublication(sql: string, params: unknown[]): Promise<void> {
+  await db.owner.query(sql, params);
+  await db.owner.query("SELECT aip_rebuild_catalog_entries()");
+}
+
 describe("tenant isolation", () => {
   it("a tenant sees only its own chains; another tenant and a tenant-less read see nothing of them", async () => {
     const a = await chain("iso_a");
@@ -110,10 +120,10 @@ describe("each broken link of the chain hides the capability", () => {
 
   it("instance owned by another tenant (unreachable through publication: shown by editing the row)", async () => {
     const c = await chain("link_owner");
-    await db.owner.query("UPDATE aip_connector_instances SET tenant_id = 'tenant-link-elsewhere' WHERE instance_id = $1", [c.instanceId]);
+    await editBehindPublication("UPDATE aip_connector_instances SET tenant_id = 'tenant-link-elsewhere' WHERE instance_id = $1", [c.instanceId]);
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [], total: 0, gets: all(c.caps, false) });
     expect(await view("tenant-link-elsewhere", c.caps)).toMatchObject({ ids: [], gets: all(c.caps, false) });
-    await db.owner.query("UPDATE aip_connector_instances SET tenant_id = $2 WHERE instance_id = $1", [c.instanceId, c.tenant]);
+    await editBehindPublication("UPDATE aip_connector_instances SET tenant_id = $2 WHERE instance_id = $1", [c.instanceId, c.tenant]);
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: c.caps, total: 2, gets: all(c.caps, true) });
   });
 
@@ -135,9 +145,9 @@ describe("each broken link of the chain hides the capability", () => {
 
   it("version not supply-chain qualified (unreachable through publication: shown by editing the row)", async () => {
     const c = await chain("link_qualified");
-    await db.owner.query("UPDATE aip_connector_versions SET supply_chain_qualified = false WHERE version_id = $1", [c.versionId]);
+    await editBehindPublication("UPDATE aip_connector_versions SET supply_chain_qualified = false WHERE version_id = $1", [c.versionId]);
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [], total: 0, gets: all(c.caps, false) });
-    await db.owner.query("UPDATE aip_connector_versions SET supply_chain_qualified = true WHERE version_id = $1", [c.versionId]);
+    await editBehindPublication("UPDATE aip_connector_versions SET supply_chain_qualified = true WHERE version_id = $1", [c.versionId]);
     expect((await view(c.tenant)).ids).toEqual(c.caps);
   });
 
@@ -163,9 +173,9 @@ describe("each broken link of the chain hides the capability", () => {
 
     // Enabled behind the publication's back, the binding is still hidden: only the version link is
     // broken now, and restoring that link alone makes x visible again.
-    await db.owner.query("UPDATE aip_capability_bindings SET enabled = true WHERE tenant_id = $1 AND capability_id = $2", [c.tenant, x]);
+    await editBehindPublication("UPDATE aip_capability_bindings SET enabled = true WHERE tenant_id = $1 AND capability_id = $2", [c.tenant, x]);
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [y], total: 1, gets: { [x]: false, [y]: true } });
-    await db.owner.query("INSERT INTO aip_version_capabilities (version_id, capability_id) VALUES ('cver_link_impl_2', $1)", [x]);
+    await editBehindPublication("INSERT INTO aip_version_capabilities (version_id, capability_id) VALUES ('cver_link_impl_2', $1)", [x]);
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [x, y], total: 2, gets: all(c.caps, true) });
   });
 

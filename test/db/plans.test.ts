@@ -116,7 +116,7 @@ describe.each(MODES)("routing plans at fleet scale (%s)", (mode) => {
     const plan: Plan = { query: "aip_route_candidates", nodes: flatten(rows[0]!["QUERY PLAN"][0].Plan) };
     expect(plan.nodes.filter((n) => n["Node Type"] === "Function Scan").map((n) => n["Function Name"])).toEqual([]);
     expect(seqScans([plan])).toEqual([]);
-    expect([...indexed([plan])]).toEqual(expect.arrayContaining(["aip_capability_bindings", "aip_connector_replicas"]));
+    expect([...indexed([plan])]).toEqual(expect.arrayContaining(["aip_catalog_entries", "aip_connector_replicas"]));
   });
 
   it("resolves new actions, reads, reacquires and settles without sequential scans", async () => {

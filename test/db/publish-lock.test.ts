@@ -12,7 +12,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { attestation, binding, capability, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
 import { refusal, registryState } from "../support/registry-state.js";
 
 let db: TestDatabase;
@@ -34,9 +34,12 @@ afterAll(async () => {
 /** A manifest of about `bytes` canonical bytes: one capability per 200 KiB of schema text. */
 function bigCapabilities(prefix: string, bytes: number) {
   const count = Math.max(1, Math.ceil(bytes / (200 * 1024)));
-  return Array.from({ length: count }, (_, n) =>
-    capability({ id: `cap:${prefix}.${n}`, input_schema: { type: "object", description: "x".repeat(Math.floor(bytes / count) - 200) } }),
-  );
+  return Array.from({ length: count }, (_, n) => ({
+    id: `cap:${prefix}.${n}`,
+    name: `Big ${n}`,
+    kind: "tool",
+    input_schema: { type: "object", description: "x".repeat(Math.floor(bytes / count) - 200) },
+  }));
 }
 
 describe("while a reader holds the shared publication lock", () => {

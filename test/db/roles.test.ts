@@ -25,8 +25,8 @@ const CONTROL_FUNCTIONS = [
   "aip_schema_status()",
 ];
 const DATA_FUNCTIONS = [
-  "aip_catalog_get(text,text)",
-  "aip_catalog_page(text,jsonb)",
+  "aip_catalog_get(text,text,bigint)",
+  "aip_catalog_page(text,jsonb,bigint)",
   "aip_check_invariants()",
   "aip_expire_leases(integer)",
   "aip_fleet_regions(integer)",

@@ -92,6 +92,8 @@ export async function seedCatalogFleet(owner: pg.Pool | pg.Client, shape: FleetS
            'cinst_fleet_' || lpad(t::text, 3, '0') || '_' || lpad((n % ${instancesPerTenant})::text, 3, '0'), 10, 1, n % 50 <> 49
     FROM generate_series(0, ${tenants - 1}) t, generate_series(0, ${capabilities - 1}) n;
 
+    -- What publication maintains for every change: the live binding chains the catalog reads.
+    SELECT aip_rebuild_catalog_entries();
     UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton;
     COMMIT;
     ANALYZE aip_capability_definitions, aip_connector_types, aip_connector_versions, aip_version_capabilities,

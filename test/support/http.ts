@@ -3,6 +3,8 @@
  * real validation, real SQL functions under the runtime roles.
  */
 import { createApp } from "../../src/app.js";
+import { MemoryCatalogCache } from "../../src/catalog/cache.js";
+import type { CatalogServingOptions } from "../../src/catalog/serve.js";
 import { createAuthenticator, type Scope } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Registry } from "../../src/registry/registry.js";
@@ -24,8 +26,20 @@ export interface TestApi {
   call(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
 }
 
-export function createTestApi(registry: Registry, options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number } = {}): TestApi {
-  const app = createApp({ registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), ...options });
+/**
+ * The app as `npm start` serves it: catalog answers go through a memory cache (confirmed on every
+ * request: staleness 0) unless `catalog` says otherwise, so every HTTP test also exercises it.
+ */
+export function createTestApi(
+  registry: Registry,
+  options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number; catalog?: CatalogServingOptions } = {},
+): TestApi {
+  const app = createApp({
+    registry,
+    authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }),
+    ...options,
+    catalog: options.catalog ?? { cache: new MemoryCatalogCache(16 * 1024 * 1024) },
+  });
   const token = (claims: { scopes: Scope[]; tenantId?: string; subject?: string; peerPrincipalId?: string }) =>
     mintToken(TEST_SECRET, {
       subject: claims.subject ?? "test",

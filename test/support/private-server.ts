@@ -13,6 +13,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { startEmbeddedServer } from "./embedded-postgres.js";
+import { freePort } from "./free-port.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
@@ -41,6 +42,21 @@ export interface PrivateServer {
   database: string;
   /** A clean restart: `pg_ctl restart -m fast` (every session ends, committed work is kept). */
   restart(): Promise<void>;
+  /** A streaming hot standby of this server (stop it before the server). */
+  startStandby(): Promise<Standby>;
+  stop(): Promise<void>;
+}
+
+/** A hot standby streaming from a private server, made the way `pg_basebackup -R` would. */
+export interface Standby {
+  /** Owner, data-role and control-role URLs of the same database, on the standby. */
+  ownerUrl: string;
+  dataUrl: string;
+  /** Waits until the standby has replayed everything the primary has written so far. */
+  catchUp(): Promise<void>;
+  /** Stops replaying WAL (the standby lags from now on) / starts again. */
+  pauseReplay(): Promise<void>;
+  resumeReplay(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -91,6 +107,7 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
     controlUrl: url("aip_test_control"),
     database,
     restart: () => pgCtlCommand("restart -m fast -w -t 120"),
+    startStandby: () => startStandby({ pgCtl, dir, dataDir, adminUrl, url }),
     async stop() {
       await pgCtlCommand("stop -m fast -w -t 60")
         .catch(() => pgCtlCommand("stop -m immediate -w -t 60"))
@@ -98,4 +115,86 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
       await server.stop({ stoppedElsewhere: true });
     },
   };
+}
+
+/** As the server's OS user (root runs it as `postgres`, see embedded-postgres.ts). */
+async function asServerUser(command: string): Promise<void> {
+  if (process.getuid?.() === 0) await run("su", ["postgres", "-s", "/bin/sh", "-c", command], { timeout: 180_000 });
+  else await run("/bin/sh", ["-c", command], { timeout: 180_000 });
+}
+
+const quote = (value: string) => `'${value.replace(/'/g, "'\\''")}'`;
+
+/**
+ * What `pg_basebackup -R` does, with the binaries embedded-postgres ships (it has no
+ * pg_basebackup): a physical replication slot so the primary keeps the WAL, the low-level backup
+ * API (pg_backup_start, a copy of the data directory, pg_backup_stop's backup_label), then
+ * standby.signal and primary_conninfo, and the copy started on a port of its own.
+ */
+async function startStandby(primary: { pgCtl: string; dir: string; dataDir: string; adminUrl: string; url: (login?: string) => string }): Promise<Standby> {
+  const port = await freePort();
+  const standbyDir = join(primary.dir, "standby");
+  const admin = new pg.Client({ connectionString: primary.adminUrl });
+  admin.on("error", () => {});
+  await admin.connect();
+  try {
+    await admin.query("SELECT pg_create_physical_replication_slot('aip_standby', true)");
+    await admin.query("SELECT pg_backup_start('aip-standby', true)");
+    await asServerUser(
+      `cp -a ${quote(primary.dataDir)} ${quote(standbyDir)} && rm -rf ${quote(standbyDir)}/pg_wal/* ${quote(standbyDir)}/pg_replslot/* ` +
+        `${quote(standbyDir)}/postmaster.pid ${quote(standbyDir)}/postmaster.opts`,
+    );
+    const { rows } = await admin.query<{ labelfile: string }>("SELECT labelfile FROM pg_backup_stop(false)");
+    const target = new URL(primary.adminUrl);
+    const settings = [
+      `primary_conninfo = 'host=${target.hostname} port=${target.port} user=${target.username} password=${decodeURIComponent(target.password)} application_name=aip_standby'`,
+      "primary_slot_name = 'aip_standby'",
+      "hot_standby = on",
+      `port = ${port}`,
+    ].join("\n");
+    await asServerUser(
+      `printf %s ${quote(rows[0]!.labelfile)} > ${quote(standbyDir)}/backup_label && touch ${quote(standbyDir)}/standby.signal && ` +
+        `printf '\n%s\n' ${quote(settings)} >> ${quote(standbyDir)}/postgresql.auto.conf`,
+    );
+  } finally {
+    await admin.end();
+  }
+  await asServerUser(`${primary.pgCtl} -D ${quote(standbyDir)} -l ${quote(join(primary.dir, "standby.log"))} -w -t 120 start`);
+  const at = (url: string) => {
+    const u = new URL(url);
+    u.port = String(port);
+    return u.toString();
+  };
+  const superuser = at(primary.url().replace(/\/[^/]*$/, "/postgres"));
+  const onStandby = async <T>(sql: string): Promise<T[]> => {
+    const client = new pg.Client({ connectionString: superuser });
+    client.on("error", () => {});
+    await client.connect();
+    try {
+      return (await client.query(sql)).rows as T[];
+    } finally {
+      await client.end();
+    }
+  };
+  const standby: Standby = {
+    ownerUrl: at(primary.url()),
+    dataUrl: at(primary.url("aip_test_data")),
+    async catchUp() {
+      const client = new pg.Client({ connectionString: primary.adminUrl });
+      await client.connect();
+      const { rows } = await client.query<{ lsn: string }>("SELECT pg_current_wal_lsn()::text AS lsn");
+      await client.end();
+      for (let attempt = 0; ; attempt++) {
+        const [state] = await onStandby<{ caught_up: boolean }>(`SELECT pg_last_wal_replay_lsn() >= '${rows[0]!.lsn}'::pg_lsn AS caught_up`);
+        if (state?.caught_up) return;
+        if (attempt > 600) throw new Error("the standby did not catch up in 30 s");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+    pauseReplay: async () => void (await onStandby("SELECT pg_wal_replay_pause()")),
+    resumeReplay: async () => void (await onStandby("SELECT pg_wal_replay_resume()")),
+    stop: () => asServerUser(`${primary.pgCtl} -D ${quote(standbyDir)} -w -t 60 -m fast stop`).catch(() => asServerUser(`${primary.pgCtl} -D ${quote(standbyDir)} -m immediate stop`)),
+  };
+  await standby.catchUp();
+  return standby;
 }

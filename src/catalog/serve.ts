@@ -1,0 +1,191 @@
+/**
+ * Serving catalog answers at the speed of a cache, without weakening one catalog guarantee.
+ *
+ * An answer (a page, or one definition) is a function of (tenant, request, catalog revision), and
+ * the revision changes only when a publication commits. So every request is still exactly one
+ * statement, but on a warm cache that statement only confirms, under the shared publication lock,
+ * that the cached answer's revision is still current (the page function's if_revision
+ * short-circuit): the page is not built, not sent over the wire and not parsed or serialized
+ * here. A miss builds the page once and keeps it. With `maxStalenessMs` > 0 a cached answer may
+ * be served without any statement for that long after its revision was last confirmed current
+ * here; pages stay single-revision (an answer is one revision), and a cursor from a revision this
+ * process has not seen is always revalidated.
+ *
+ * HTTP semantics follow from the same fact: the strong ETag is `"<revision>-<digest of tenant and
+ * request>"`, `If-None-Match` with it (or `*`) is answered 304 in the same single statement, and
+ * responses say `Cache-Control: private, no-cache` (see src/routes/catalog.ts).
+ */
+import { ANY_REVISION, type CatalogText, type Registry } from "../registry/registry.js";
+import type { CatalogCache } from "./cache.js";
+
+export interface CatalogQueryInput {
+  q?: string;
+  capability_id?: string;
+  profile?: string;
+  cursor?: string;
+  limit?: number;
+  max_bytes?: number;
+}
+
+export interface CatalogServingOptions {
+  /** Where answers are kept; none: every request builds its answer. */
+  cache?: CatalogCache;
+  /** Serve a cached answer without a statement up to this long after its revision was confirmed (0: never). */
+  maxStalenessMs?: number;
+  /** Shared with other apps of the same process; default: this server's own. */
+  confirmed?: ConfirmedRevision;
+  now?: () => number;
+}
+
+export type Defer = (work: Promise<unknown>) => void;
+
+/** How an answer was produced: `hit` (no statement), `revalidated` (one statement, nothing built), `miss` (built). */
+export type CacheOutcome = "hit" | "revalidated" | "miss";
+
+export type CatalogOutcome =
+  | { status: 200; revision: number; etag: string; body: string; cache: CacheOutcome }
+  | { status: 304; revision: number; etag: string; cache: CacheOutcome }
+  | { status: 404; revision: number; cache: CacheOutcome };
+
+/** The exact cache key of a page request: the tenant and every query member, unambiguously. */
+export function pageKey(tenantId: string | null, query: CatalogQueryInput): string {
+  return JSON.stringify(["page", tenantId, query.q ?? null, query.capability_id ?? null, query.profile ?? null, query.limit ?? null, query.max_bytes ?? null, query.cursor ?? null]);
+}
+
+export function definitionKey(tenantId: string | null, capabilityId: string): string {
+  return JSON.stringify(["definition", tenantId, capabilityId]);
+}
+
+/**
+ * 64 bits of the key (two FNV-1a passes with different offsets), as 16 hex digits: what makes an
+ * ETag name one tenant's request. A validator is only ever compared with the digest of the
+ * requester's own key, so it can never select another tenant's answer.
+ */
+export function keyDigest(key: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ 0x5bd1e995;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x01000193) ^ (b >>> 15);
+  }
+  return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0");
+}
+
+export const etagOf = (revision: number, digest: string) => `"${revision}-${digest}"`;
+
+const VALIDATOR = /^(?:W\/)?"(\d{1,16})-([0-9a-f]{16})"$/;
+
+/**
+ * What If-None-Match says about this request: `any` for `*`, otherwise the newest revision among
+ * the validators issued for this very request (digest match), or null.
+ */
+export function validatorRevision(header: string | undefined, digest: string): number | "any" | null {
+  if (!header) return null;
+  let newest: number | null = null;
+  for (const candidate of header.split(",")) {
+    const tag = candidate.trim();
+    if (tag === "*") return "any";
+    const match = VALIDATOR.exec(tag);
+    const revision = Number(match?.[1]);
+    if (match?.[2] === digest && Number.isSafeInteger(revision)) newest = Math.max(newest ?? 0, revision);
+  }
+  return newest;
+}
+
+/** The revision a cursor belongs to ("<revision>:..."), if it names one. */
+function cursorRevision(cursor: string | undefined): number | undefined {
+  const match = cursor ? /^(\d{1,15}):/.exec(cursor) : null;
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * The newest revision the database has confirmed current here, and when. It belongs to the
+ * process (a Worker isolate), not to one request: a runtime that builds an app per request passes
+ * the same instance to each.
+ */
+export class ConfirmedRevision {
+  private revision = -1;
+  private at = 0;
+
+  confirm(revision: number, at: number): void {
+    if (revision > this.revision) {
+      this.revision = revision;
+      this.at = at;
+    } else if (revision === this.revision) {
+      this.at = Math.max(this.at, at);
+    }
+  }
+
+  /** An answer at `revision` may be served unconfirmed: it is the newest known, confirmed within the bound. */
+  current(revision: number, now: number, maxStalenessMs: number): boolean {
+    return maxStalenessMs > 0 && revision === this.revision && now - this.at <= maxStalenessMs;
+  }
+}
+
+export class CatalogServer {
+  private readonly confirmed: ConfirmedRevision;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly registry: Registry,
+    private readonly options: CatalogServingOptions = {},
+  ) {
+    this.confirmed = options.confirmed ?? new ConfirmedRevision();
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * `defer` runs the cache write after the response where the platform needs to be told (a
+   * Worker's waitUntil); without it the write runs unawaited.
+   */
+  page(tenantId: string | null, query: CatalogQueryInput, ifNoneMatch?: string, defer?: Defer): Promise<CatalogOutcome> {
+    return this.serve(pageKey(tenantId, query), ifNoneMatch, cursorRevision(query.cursor), defer, (ifRevision) =>
+      this.registry.catalogPageText(tenantId, query, ifRevision),
+    );
+  }
+
+  definition(tenantId: string | null, capabilityId: string, ifNoneMatch?: string, defer?: Defer): Promise<CatalogOutcome> {
+    return this.serve(definitionKey(tenantId, capabilityId), ifNoneMatch, undefined, defer, (ifRevision) =>
+      this.registry.catalogGetText(tenantId, capabilityId, ifRevision),
+    );
+  }
+
+  private async serve(
+    key: string,
+    ifNoneMatch: string | undefined,
+    fromRevision: number | undefined,
+    defer: Defer | undefined,
+    read: (ifRevision: number | null) => Promise<CatalogText>,
+  ): Promise<CatalogOutcome> {
+    const digest = keyDigest(key);
+    const etag = (revision: number) => etagOf(revision, digest);
+    const validator = validatorRevision(ifNoneMatch, digest);
+    const cached = await this.options.cache?.get(key);
+
+    // Within the staleness bound, and never for a cursor newer than what is cached: no statement.
+    if (cached && (fromRevision === undefined || fromRevision === cached.revision) && this.confirmed.current(cached.revision, this.now(), this.options.maxStalenessMs ?? 0)) {
+      if (validator === "any" || validator === cached.revision) return { status: 304, revision: cached.revision, etag: etag(cached.revision), cache: "hit" };
+      return { status: 200, revision: cached.revision, etag: etag(cached.revision), body: cached.body, cache: "hit" };
+    }
+
+    // One statement: "not modified" at the newest revision we (or the client) hold, or the answer.
+    const newest = Math.max(cached?.revision ?? -1, typeof validator === "number" ? validator : -1);
+    const answer = await read(validator === "any" ? ANY_REVISION : newest >= 0 ? newest : null);
+    this.confirmed.confirm(answer.catalog_revision, this.now());
+    const revision = answer.catalog_revision;
+    if (answer.not_modified) {
+      if (validator === "any" || validator === revision) return { status: 304, revision, etag: etag(revision), cache: "revalidated" };
+      // The validator we sent was the cached answer's: serve it.
+      if (cached?.revision === revision) return { status: 200, revision, etag: etag(revision), body: cached.body, cache: "revalidated" };
+      throw new Error(`catalog answered "not modified" at revision ${revision}, which nothing here holds`);
+    }
+    if (answer.text === null) return { status: 404, revision, cache: "miss" };
+    if (this.options.cache) {
+      const write = this.options.cache.put(key, { revision, body: answer.text }).catch(() => {});
+      defer?.(write);
+    }
+    if (validator === "any") return { status: 304, revision, etag: etag(revision), cache: "miss" };
+    return { status: 200, revision, etag: etag(revision), body: answer.text, cache: "miss" };
+  }
+}

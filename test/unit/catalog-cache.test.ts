@@ -1,0 +1,73 @@
+/**
+ * The pieces of the catalog cache that need no database: the byte-bounded LRU, cache keys that
+ * can never be shared by two tenants or two requests, and ETag validators.
+ */
+import { describe, expect, it } from "vitest";
+import { MemoryCatalogCache } from "../../src/catalog/cache.js";
+import { definitionKey, etagOf, keyDigest, pageKey, validatorRevision } from "../../src/catalog/serve.js";
+
+describe("MemoryCatalogCache", () => {
+  it("keeps at most its byte budget, evicting the least recently used first", async () => {
+    const cache = new MemoryCatalogCache(4000);
+    const body = "x".repeat(400); // about 900 bytes an entry with its key
+    for (const key of ["a", "b", "c", "d"]) await cache.put(key, { revision: 1, body });
+    expect(cache.bytes).toBeLessThanOrEqual(4000);
+    expect(await cache.get("a")).toEqual({ revision: 1, body, bytes: expect.any(Number) });
+    await cache.put("e", { revision: 1, body }); // evicts b, the least recently used now
+    expect(await cache.get("b")).toBeUndefined();
+    expect(await cache.get("a")).toBeDefined();
+    expect(cache.bytes).toBeLessThanOrEqual(4000);
+  });
+
+  it("replaces an entry in place and refuses one larger than a quarter of the budget", async () => {
+    const cache = new MemoryCatalogCache(4000);
+    await cache.put("k", { revision: 1, body: "one" });
+    await cache.put("k", { revision: 2, body: "two" });
+    expect(cache.size).toBe(1);
+    expect((await cache.get("k"))?.revision).toBe(2);
+    await cache.put("huge", { revision: 1, body: "y".repeat(1000) });
+    expect(await cache.get("huge")).toBeUndefined();
+  });
+});
+
+describe("cache keys", () => {
+  it("name the tenant and every query member unambiguously", () => {
+    const keys = [
+      pageKey("tenant-a", {}),
+      pageKey("tenant-b", {}),
+      pageKey(null, {}),
+      pageKey("tenant-a", { q: "x" }),
+      pageKey("tenant-a", { capability_id: "x" }),
+      pageKey("tenant-a", { profile: "x" }),
+      pageKey("tenant-a", { cursor: "x" }),
+      pageKey("tenant-a", { limit: 5 }),
+      pageKey("tenant-a", { max_bytes: 5 }),
+      // Separators inside values cannot forge another tenant's key.
+      pageKey('tenant-a","x', {}),
+      pageKey("tenant-a", { q: '","tenant-b' }),
+      definitionKey("tenant-a", "cap:x"),
+      definitionKey("tenant-b", "cap:x"),
+    ];
+    expect(new Set(keys).size).toBe(keys.length);
+  });
+});
+
+describe("validators", () => {
+  const digest = keyDigest(pageKey("tenant-a", { limit: 2 }));
+
+  it("are strong ETags of the revision and the request's digest", () => {
+    expect(etagOf(7, digest)).toMatch(/^"7-[0-9a-f]{16}"$/);
+    expect(keyDigest(pageKey("tenant-b", { limit: 2 }))).not.toBe(digest);
+  });
+
+  it("match only this request's digest, weak or strong, and take the newest of several", () => {
+    expect(validatorRevision(undefined, digest)).toBeNull();
+    expect(validatorRevision(etagOf(7, digest), digest)).toBe(7);
+    expect(validatorRevision(`W/${etagOf(7, digest)}`, digest)).toBe(7);
+    expect(validatorRevision(`${etagOf(3, digest)}, ${etagOf(9, digest)}`, digest)).toBe(9);
+    expect(validatorRevision(etagOf(7, "0".repeat(16)), digest)).toBeNull();
+    expect(validatorRevision("*", digest)).toBe("any");
+    // Beyond 2^53 a revision cannot be compared exactly: it is no validator at all.
+    expect(validatorRevision(`"9999999999999999-${digest}"`, digest)).toBeNull();
+  });
+});
