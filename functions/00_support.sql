@@ -319,6 +319,14 @@ BEGIN
 END
 $$;
 
+-- The binding counter's key: a digest of the JSON array [tenant, capability, instance]. (The
+-- reference joins the three with U+001F, which two different bindings whose IDs contain that
+-- character could share; JSON quoting makes the encoding unambiguous for any IDs.)
+CREATE FUNCTION aip_binding_scope_key(p_tenant_id text, p_capability_id text, p_instance_id text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT aip_sha256(json_build_array(p_tenant_id, p_capability_id, p_instance_id)::text)
+$$;
+
 -- The registry's one clock, truncated to the millisecond precision of every stored time.
 CREATE FUNCTION aip_now() RETURNS timestamptz
 LANGUAGE sql VOLATILE AS $$

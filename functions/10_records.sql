@@ -81,19 +81,80 @@ LANGUAGE sql STABLE AS $$
                            'schema_digest', d.schema_digest)
 $$;
 
+-- An admission snapshot: {policy_ref, policy_revision, scopes: [{kind, key, limit}], retry_scope,
+-- circuit_failure_threshold, circuit_open_ms}. Scopes are listed in rank order (global, tenant,
+-- connector_type, instance, binding); a null limit keeps no counter and lists no scope. One
+-- expression, so the planner inlines it. The one builder, for a new route (from its policy) and
+-- for the pinned record (from the numbers the route keeps).
+CREATE FUNCTION aip_admission_json(
+  p_policy_ref text, p_policy_revision bigint, p_global integer, p_tenant integer, p_connector_type integer,
+  p_instance integer, p_binding integer, p_tenant_retry integer, p_threshold integer, p_open_ms integer,
+  p_tenant_id text, p_type_id text, p_instance_id text, p_binding_key text)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object(
+    'policy_ref', p_policy_ref,
+    'policy_revision', p_policy_revision,
+    'scopes', jsonb_path_query_array(jsonb_build_array(
+      jsonb_build_object('kind', 'global', 'key', 'fleet', 'limit', p_global),
+      jsonb_build_object('kind', 'tenant', 'key', p_tenant_id, 'limit', p_tenant),
+      jsonb_build_object('kind', 'connector_type', 'key', p_type_id, 'limit', p_connector_type),
+      jsonb_build_object('kind', 'instance', 'key', p_instance_id, 'limit', p_instance),
+      jsonb_build_object('kind', 'binding', 'key', p_binding_key, 'limit', p_binding)),
+      '$[*] ? (@.limit != null)'),
+    'retry_scope', CASE WHEN p_tenant_retry IS NOT NULL THEN
+      jsonb_build_object('kind', 'tenant_retry', 'key', p_tenant_id, 'limit', p_tenant_retry) END,
+    'circuit_failure_threshold', p_threshold,
+    'circuit_open_ms', p_open_ms)
+$$;
+
+-- A route's pinned admission snapshot, rebuilt from the numbers it keeps and its own keys
+-- (p_type_id: its version's connector type).
+CREATE FUNCTION aip_route_admission(a aip_route_assignments, p_type_id text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT aip_admission_json(a.quota_policy_ref, a.admission_policy_revision, a.admission_max_global_in_flight,
+                            a.admission_max_tenant_in_flight, a.admission_max_connector_type_in_flight,
+                            a.admission_max_instance_in_flight, a.admission_max_binding_in_flight,
+                            a.admission_max_tenant_retry_in_flight, a.admission_circuit_failure_threshold,
+                            a.admission_circuit_open_ms, a.tenant_id, p_type_id, a.instance_id,
+                            CASE WHEN a.admission_max_binding_in_flight IS NOT NULL
+                                 THEN aip_binding_scope_key(a.tenant_id, a.capability_id, a.instance_id) END)
+$$;
+
+-- A route's pinned admission snapshot when its version's row is not at hand (the connector type
+-- is looked up only when the pinned policy has a connector_type limit).
+CREATE FUNCTION aip_pinned_admission(a aip_route_assignments) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT aip_route_admission(a, CASE WHEN a.admission_max_connector_type_in_flight IS NOT NULL
+                                     THEN (SELECT v.type_id FROM aip_connector_versions v WHERE v.version_id = a.version_id) END)
+$$;
+
 -- The pinned RouteAssignment. Settlement compares the caller's copy with this, so it must be a
--- pure function of the immutable columns.
+-- pure function of immutable state: the route's own columns, and the replica's identity,
+-- endpoint and topology and the version's manifest digest, which never change in their rows (a
+-- route stores what only its decision knows, and joins the rest).
 CREATE FUNCTION aip_assignment_json(a aip_route_assignments) RETURNS json
 LANGUAGE sql STABLE AS $$
   SELECT json_build_object(
     'action_id', a.action_id, 'capability_id', a.capability_id, 'tenant_id', a.tenant_id,
-    'instance_id', a.instance_id, 'version_id', a.version_id, 'manifest_digest', a.manifest_digest,
-    'replica_id', a.replica_id, 'endpoint', a.endpoint,
-    'peer_principal_id', a.peer_principal_id, 'peer_principal_kind', a.peer_principal_kind,
-    'peer_did', a.peer_did, 'trust_domain', a.trust_domain, 'transport_profile', a.transport_profile,
-    'topology', json_build_object('region', a.region, 'zone', a.zone, 'capacity_class', a.capacity_class),
+    'instance_id', a.instance_id, 'version_id', a.version_id, 'manifest_digest', v.manifest_digest,
+    'replica_id', a.replica_id, 'endpoint', r.endpoint,
+    'peer_principal_id', r.peer_principal_id, 'peer_principal_kind', r.peer_principal_kind,
+    'peer_did', r.peer_did, 'trust_domain', r.trust_domain, 'transport_profile', r.transport_profile,
+    'topology', json_build_object('region', r.region, 'zone', r.zone, 'capacity_class', r.capacity_class),
     'catalog_revision', a.catalog_revision, 'binding_policy_revision', a.binding_policy_revision,
     'credential_revision_ref', a.credential_revision_ref, 'quota_policy_ref', a.quota_policy_ref,
     'replica_health_revision', a.replica_health_revision, 'fence_token', a.fence_token,
-    'admission', a.admission, 'assigned_at', aip_time(a.assigned_at))
+    'admission', aip_route_admission(a, v.type_id), 'assigned_at', aip_time(a.assigned_at))
+  FROM aip_connector_replicas r, aip_connector_versions v
+  WHERE r.replica_id = a.replica_id AND v.version_id = a.version_id
+$$;
+
+-- The admission scopes a reserved route holds: its pinned base scopes, plus the pinned retry
+-- scope while a reacquisition holds it.
+CREATE FUNCTION aip_held_scopes(a aip_route_assignments) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN NOT a.reserved THEN '[]'::jsonb
+              WHEN a.retry THEN (x.admission -> 'scopes') || jsonb_build_array(x.admission -> 'retry_scope')
+              ELSE x.admission -> 'scopes' END
+  FROM (SELECT aip_pinned_admission(a) AS admission) x
 $$;

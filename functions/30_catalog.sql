@@ -21,11 +21,15 @@
 
 -- Maintenance (publication and the owner only) ---------------------------------------------------
 
--- The live chains behind the bindings of the given instances (NULL: of every instance).
+-- The live chains behind the bindings of the given instances (NULL: of every instance), with
+-- what a new route through each pins besides its replica.
 CREATE FUNCTION aip_live_chains(p_instance_ids text[])
-RETURNS TABLE (tenant_id text, capability_id text, instance_id text, version_id text, priority integer)
+RETURNS TABLE (tenant_id text, capability_id text, instance_id text, version_id text, priority integer, type_id text,
+               binding_key text, policy_revision bigint, credential_revision_ref text, quota_policy_ref text)
 LANGUAGE sql STABLE AS $$
-  SELECT b.tenant_id, b.capability_id, b.instance_id, i.version_id, b.priority
+  SELECT b.tenant_id, b.capability_id, b.instance_id, i.version_id, b.priority, v.type_id,
+         aip_binding_scope_key(b.tenant_id, b.capability_id, b.instance_id),
+         b.policy_revision, b.credential_revision_ref, b.quota_policy_ref
   FROM aip_capability_bindings b
   JOIN aip_connector_instances i ON i.instance_id = b.instance_id AND i.tenant_id = b.tenant_id
   JOIN aip_connector_versions v ON v.version_id = i.version_id
@@ -42,8 +46,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
   IF coalesce(cardinality(p_instance_ids), 0) > 0 THEN
     DELETE FROM aip_catalog_entries e WHERE e.instance_id = ANY (p_instance_ids);
-    INSERT INTO aip_catalog_entries (tenant_id, capability_id, instance_id, version_id, priority)
-    SELECT c.tenant_id, c.capability_id, c.instance_id, c.version_id, c.priority FROM aip_live_chains(p_instance_ids) c;
+    INSERT INTO aip_catalog_entries SELECT * FROM aip_live_chains(p_instance_ids);
   END IF;
 END
 $$;
@@ -55,8 +58,7 @@ DECLARE
   v_rows bigint;
 BEGIN
   DELETE FROM aip_catalog_entries;
-  INSERT INTO aip_catalog_entries (tenant_id, capability_id, instance_id, version_id, priority)
-  SELECT c.tenant_id, c.capability_id, c.instance_id, c.version_id, c.priority FROM aip_live_chains(NULL) c;
+  INSERT INTO aip_catalog_entries SELECT * FROM aip_live_chains(NULL);
   GET DIAGNOSTICS v_rows = ROW_COUNT;
   RETURN v_rows;
 END

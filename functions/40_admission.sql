@@ -15,69 +15,46 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     WHEN 'instance' THEN 4 WHEN 'binding' THEN 5 WHEN 'tenant_retry' THEN 6 END
 $$;
 
--- The policy used for a binding without quota_policy_ref: the reference's "fleet" preset. Global
--- and connector-type counters stay off because each would serialize every tenant on one row.
-CREATE FUNCTION aip_default_admission_policy() RETURNS aip_admission_policies
-LANGUAGE sql STABLE AS $$
-  SELECT ROW(NULL, 1, true, NULL, 1000, NULL, 500, 250, 100, 5, 30000, now(), now())::aip_admission_policies
-$$;
-
--- The binding counter's key: a digest of the JSON array [tenant, capability, instance]. (The
--- reference joins the three with U+001F, which two different bindings whose IDs contain that
--- character could share; JSON quoting makes the encoding unambiguous for any IDs.)
-CREATE FUNCTION aip_binding_scope_key(p_tenant_id text, p_capability_id text, p_instance_id text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT aip_sha256(json_build_array(p_tenant_id, p_capability_id, p_instance_id)::text)
-$$;
-
--- {policy_ref, policy_revision, scopes: [{kind, key, limit}], retry_scope, circuit_failure_threshold,
--- circuit_open_ms}: pinned into the route, so later policy edits only affect new actions. Scopes
--- are listed in rank order; a null limit keeps no counter. One expression (no FROM), so the
--- planner inlines it instead of planning a query on every resolve.
-CREATE FUNCTION aip_admission_snapshot(
-  p aip_admission_policies, p_policy_ref text, p_tenant_id text, p_type_id text, p_instance_id text, p_binding_key text)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-  SELECT jsonb_build_object(
-    'policy_ref', p_policy_ref,
-    'policy_revision', p.revision,
-    'scopes', jsonb_path_query_array(jsonb_build_array(
-      jsonb_build_object('kind', 'global', 'key', 'fleet', 'limit', p.max_global_in_flight),
-      jsonb_build_object('kind', 'tenant', 'key', p_tenant_id, 'limit', p.max_tenant_in_flight),
-      jsonb_build_object('kind', 'connector_type', 'key', p_type_id, 'limit', p.max_connector_type_in_flight),
-      jsonb_build_object('kind', 'instance', 'key', p_instance_id, 'limit', p.max_instance_in_flight),
-      jsonb_build_object('kind', 'binding', 'key', p_binding_key, 'limit', p.max_binding_in_flight)),
-      '$[*] ? (@.limit != null)'),
-    'retry_scope', CASE WHEN p.max_tenant_retry_in_flight IS NOT NULL THEN
-      jsonb_build_object('kind', 'tenant_retry', 'key', p_tenant_id, 'limit', p.max_tenant_retry_in_flight) END,
-    'circuit_failure_threshold', p.circuit_failure_threshold,
-    'circuit_open_ms', p.circuit_open_ms)
-$$;
-
--- The admission snapshot a new route through (tenant, capability, instance) pins: the binding's
--- policy, or the implicit default when the binding names none. A missing policy is not-found, a
--- disabled one is refused (admission).
-CREATE FUNCTION aip_new_route_admission(
-  p_tenant_id text, p_capability_id text, p_instance_id text, p_type_id text, p_policy_ref text)
-RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+-- The admission policy a new route through a live chain pins (e: its aip_catalog_entries row):
+-- the binding's, or for a binding without quota_policy_ref the implicit default, the reference's
+-- "fleet" preset (global and connector-type counters stay off because each would serialize every
+-- tenant on one row). A missing policy is not-found, a disabled one is refused (admission).
+CREATE FUNCTION aip_route_policy(e aip_catalog_entries) RETURNS aip_admission_policies
+LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v_policy aip_admission_policies;
 BEGIN
-  IF p_policy_ref IS NULL THEN
-    v_policy := aip_default_admission_policy();
-  ELSE
-    SELECT * INTO v_policy FROM aip_admission_policies WHERE policy_ref = p_policy_ref;
-    IF NOT FOUND THEN
-      PERFORM aip_fail('not-found', format('admission policy `%s` was not found', p_policy_ref),
-                       jsonb_build_object('policy_ref', p_policy_ref));
-    END IF;
-    IF NOT v_policy.enabled THEN
-      PERFORM aip_fail('admission', format('admission policy `%s` is disabled', p_policy_ref),
-                       jsonb_build_object('policy_ref', p_policy_ref));
-    END IF;
+  IF e.quota_policy_ref IS NULL THEN
+    v_policy.revision := 1;
+    v_policy.enabled := true;
+    v_policy.max_tenant_in_flight := 1000;
+    v_policy.max_instance_in_flight := 500;
+    v_policy.max_binding_in_flight := 250;
+    v_policy.max_tenant_retry_in_flight := 100;
+    v_policy.circuit_failure_threshold := 5;
+    v_policy.circuit_open_ms := 30000;
+    RETURN v_policy;
   END IF;
-  RETURN aip_admission_snapshot(v_policy, p_policy_ref, p_tenant_id, p_type_id, p_instance_id,
-                                aip_binding_scope_key(p_tenant_id, p_capability_id, p_instance_id));
+  SELECT * INTO v_policy FROM aip_admission_policies WHERE policy_ref = e.quota_policy_ref;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('admission policy `%s` was not found', e.quota_policy_ref),
+                     jsonb_build_object('policy_ref', e.quota_policy_ref));
+  END IF;
+  IF NOT v_policy.enabled THEN
+    PERFORM aip_fail('admission', format('admission policy `%s` is disabled', e.quota_policy_ref),
+                     jsonb_build_object('policy_ref', e.quota_policy_ref));
+  END IF;
+  RETURN v_policy;
 END
+$$;
+
+-- The admission snapshot a new route through e under policy p pins.
+CREATE FUNCTION aip_new_route_admission(e aip_catalog_entries, p aip_admission_policies) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT aip_admission_json(e.quota_policy_ref, p.revision, p.max_global_in_flight, p.max_tenant_in_flight,
+                            p.max_connector_type_in_flight, p.max_instance_in_flight, p.max_binding_in_flight,
+                            p.max_tenant_retry_in_flight, p.circuit_failure_threshold, p.circuit_open_ms,
+                            e.tenant_id, e.type_id, e.instance_id, e.binding_key)
 $$;
 
 -- The first of the scopes (in their rank order) already at its limit in the latest committed
@@ -97,10 +74,10 @@ $$;
 -- Reserve one slot in each scope, in the given (rank) order. Returns NULL on success, or the first
 -- exhausted scope; the caller then raises, which rolls back every increment made here.
 --
--- A scope already at its limit refuses at once (aip_exhausted_scope), without queueing on its
--- counter row: a tenant at its limit is exactly when that row is busiest, and each refused
--- request would otherwise wait out every admitted one's commit. Admission itself happens under
--- the row lock with `active < limit`, re-checked on the latest version, so nothing is ever
+-- Callers first refuse a scope already at its limit (aip_exhausted_scope), without queueing on
+-- its counter row: a tenant at its limit is exactly when that row is busiest, and each refused
+-- request would otherwise wait out every admitted one's commit. Admission itself happens here,
+-- under the row lock with `active < limit`, re-checked on the latest version, so nothing is ever
 -- over-admitted.
 --
 -- A counter row busy for longer than lock_timeout (its scope serializing more work than it can
@@ -112,10 +89,6 @@ DECLARE
   s jsonb;
   v_limit integer;
 BEGIN
-  s := aip_exhausted_scope(p_scopes);
-  IF s IS NOT NULL THEN
-    RETURN s;
-  END IF;
   BEGIN
     FOR s IN SELECT e FROM jsonb_array_elements(p_scopes) e LOOP
       v_limit := (s ->> 'limit')::integer;
@@ -193,13 +166,13 @@ BEGIN
     RETURN;
   END IF;
   SELECT coalesce(jsonb_agg(e), '[]'::jsonb) INTO v_scopes
-  FROM aip_route_assignments a, jsonb_array_elements(a.reservation_scopes) e
+  FROM aip_route_assignments a, jsonb_array_elements(aip_held_scopes(a)) e
   WHERE a.action_id = ANY (v_actions);
   PERFORM aip_release_scopes(v_scopes);
   RETURN QUERY
   WITH settled AS (
     UPDATE aip_route_assignments a
-    SET reserved = false, reservation_scopes = '[]'::jsonb, last_settlement = 'lease_expired',
+    SET reserved = false, retry = false, last_settlement = 'lease_expired',
         settled_at = p_now, updated_at = p_now
     WHERE a.action_id = ANY (v_actions)
     RETURNING a.replica_id)

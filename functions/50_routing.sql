@@ -69,9 +69,10 @@ CREATE FUNCTION aip_reacquire_route(a aip_route_assignments) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
   v_now timestamptz := aip_now();
-  v_scopes jsonb := (a.admission -> 'scopes')
-    || CASE WHEN jsonb_typeof(a.admission -> 'retry_scope') = 'object'
-            THEN jsonb_build_array(a.admission -> 'retry_scope') ELSE '[]'::jsonb END;
+  v_admission jsonb := aip_pinned_admission(a);
+  -- A retry also holds the tenant retry budget, when the pinned policy has one.
+  v_retry boolean := a.admission_max_tenant_retry_in_flight IS NOT NULL;
+  v_scopes jsonb := (v_admission -> 'scopes') || CASE WHEN v_retry THEN jsonb_build_array(v_admission -> 'retry_scope') ELSE '[]'::jsonb END;
   r aip_connector_replicas;
   v_ok boolean;
   v_exhausted jsonb;
@@ -94,7 +95,7 @@ BEGIN
                       WHERE i.instance_id = a.instance_id AND i.status = 'enabled' AND i.version_id = a.version_id
                         AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled);
   -- Capacity is checked before the replica so its refusal takes precedence, as in the reference.
-  v_exhausted := aip_reserve_scopes(v_scopes);
+  v_exhausted := coalesce(aip_exhausted_scope(v_scopes), aip_reserve_scopes(v_scopes));
   IF v_exhausted IS NOT NULL THEN
     PERFORM aip_fail_capacity(v_exhausted);
   END IF;
@@ -105,7 +106,7 @@ BEGIN
   END IF;
   UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = a.replica_id;
   UPDATE aip_route_assignments
-  SET reserved = true, reservation_scopes = v_scopes, last_settlement = NULL, settled_at = NULL, updated_at = v_now
+  SET reserved = true, retry = v_retry, last_settlement = NULL, settled_at = NULL, updated_at = v_now
   WHERE action_id = a.action_id;
   RETURN json_build_object('outcome', 'reacquired', 'assignment', aip_assignment_json(a));
 END
@@ -144,11 +145,8 @@ DECLARE
   v_checked_instance text;
   a aip_route_assignments;
   r aip_connector_replicas;
-  v_type_id text;
-  v_manifest_digest text;
-  v_policy_revision bigint;
-  v_credential_ref text;
-  v_quota_ref text;
+  e aip_catalog_entries;
+  v_policy aip_admission_policies;
   v_admission jsonb;
   v_exhausted jsonb;
 BEGIN
@@ -220,12 +218,9 @@ BEGIN
           -- A refusal that does not depend on which replica is given comes first: a tenant at its
           -- limit is answered 429 at once instead of waiting in line on its own busy replicas.
           IF v_best_instance IS DISTINCT FROM v_checked_instance THEN
-            SELECT b.quota_policy_ref, i.type_id INTO v_quota_ref, v_type_id
-            FROM aip_capability_bindings b, aip_connector_instances i
-            WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = v_best_instance
-              AND i.instance_id = v_best_instance;
-            v_exhausted := aip_exhausted_scope(
-              aip_new_route_admission(p_tenant_id, p_capability_id, v_best_instance, v_type_id, v_quota_ref) -> 'scopes');
+            SELECT * INTO e FROM aip_catalog_entries x
+            WHERE x.tenant_id = p_tenant_id AND x.capability_id = p_capability_id AND x.instance_id = v_best_instance;
+            v_exhausted := aip_exhausted_scope(aip_new_route_admission(e, aip_route_policy(e)) -> 'scopes');
             IF v_exhausted IS NOT NULL THEN
               PERFORM aip_fail_capacity(v_exhausted);
             END IF;
@@ -247,6 +242,20 @@ BEGIN
         IF v_revision <> v_seen THEN
           RAISE SQLSTATE 'ARSKP'; -- a publication committed since the choice: choose again
         END IF;
+        -- The chosen chain, stable from here (the publication lock is held), and what it pins. A
+        -- scope already at its limit refuses before anything is written.
+        SELECT * INTO e FROM aip_catalog_entries x
+        WHERE x.tenant_id = p_tenant_id AND x.capability_id = p_capability_id AND x.instance_id = r.instance_id;
+        v_policy := aip_route_policy(e);
+        v_admission := aip_new_route_admission(e, v_policy);
+        v_exhausted := aip_exhausted_scope(v_admission -> 'scopes');
+        IF v_exhausted IS NOT NULL THEN
+          PERFORM aip_fail_capacity(v_exhausted);
+        END IF;
+        -- The replica's slot is taken in the subtransaction that holds the row's lock: the update
+        -- is then that lock's own, where one by the parent would have to share the row with it
+        -- (a multixact, on every route).
+        UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = r.replica_id;
         EXIT decide;
       EXCEPTION
         WHEN SQLSTATE 'ARSKP' THEN
@@ -282,30 +291,25 @@ BEGIN
                        jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', 1000));
     END IF;
 
-    -- The rest of the chosen chain (stable: the publication lock is held).
-    SELECT v.type_id, v.manifest_digest, b.policy_revision, b.credential_revision_ref, b.quota_policy_ref
-    INTO v_type_id, v_manifest_digest, v_policy_revision, v_credential_ref, v_quota_ref
-    FROM aip_capability_bindings b, aip_connector_versions v
-    WHERE b.tenant_id = p_tenant_id AND b.capability_id = p_capability_id AND b.instance_id = r.instance_id
-      AND v.version_id = r.version_id;
-    v_admission := aip_new_route_admission(p_tenant_id, p_capability_id, r.instance_id, v_type_id, v_quota_ref);
-
-    -- Counters before any write: a refused request (a noisy tenant at its limit) costs no insert.
+    -- Counters (after the replica, in lock order), then the route.
     v_exhausted := aip_reserve_scopes(v_admission -> 'scopes');
     IF v_exhausted IS NOT NULL THEN
       PERFORM aip_fail_capacity(v_exhausted);
     END IF;
-    UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = r.replica_id;
     INSERT INTO aip_route_assignments (
-      action_id, capability_id, tenant_id, instance_id, version_id, manifest_digest, replica_id, endpoint,
-      peer_principal_id, peer_principal_kind, peer_did, trust_domain, transport_profile, region, zone, capacity_class,
-      catalog_revision, binding_policy_revision, credential_revision_ref, quota_policy_ref, replica_health_revision,
-      fence_token, admission, assigned_at, reserved, reservation_scopes, updated_at)
+      action_id, capability_id, tenant_id, instance_id, version_id, replica_id, catalog_revision, binding_policy_revision,
+      credential_revision_ref, quota_policy_ref, replica_health_revision, fence_token,
+      admission_policy_revision, admission_max_global_in_flight, admission_max_tenant_in_flight,
+      admission_max_connector_type_in_flight, admission_max_instance_in_flight, admission_max_binding_in_flight,
+      admission_max_tenant_retry_in_flight, admission_circuit_failure_threshold, admission_circuit_open_ms,
+      assigned_at, reserved, updated_at)
     VALUES (
-      p_action_id, p_capability_id, p_tenant_id, r.instance_id, r.version_id, v_manifest_digest, r.replica_id, r.endpoint,
-      r.peer_principal_id, r.peer_principal_kind, r.peer_did, r.trust_domain, r.transport_profile, r.region, r.zone,
-      r.capacity_class, v_revision, v_policy_revision, v_credential_ref, v_quota_ref, r.health_revision,
-      'route_' || aip_uuid7_simple(), v_admission, v_now, true, v_admission -> 'scopes', v_now)
+      p_action_id, p_capability_id, p_tenant_id, r.instance_id, r.version_id, r.replica_id, v_revision, e.policy_revision,
+      e.credential_revision_ref, e.quota_policy_ref, r.health_revision, 'route_' || aip_uuid7_simple(),
+      v_policy.revision, v_policy.max_global_in_flight, v_policy.max_tenant_in_flight,
+      v_policy.max_connector_type_in_flight, v_policy.max_instance_in_flight, v_policy.max_binding_in_flight,
+      v_policy.max_tenant_retry_in_flight, v_policy.circuit_failure_threshold, v_policy.circuit_open_ms,
+      v_now, true, v_now)
     RETURNING * INTO a;
     RETURN json_build_object('outcome', 'created', 'assignment', aip_assignment_json(a));
   EXCEPTION WHEN lock_not_available THEN

@@ -56,15 +56,15 @@ BEGIN
   PERFORM 1 FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR NO KEY UPDATE;
   v_now := aip_now();
   UPDATE aip_route_assignments
-  SET reserved = false, reservation_scopes = '[]'::jsonb, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
+  SET reserved = false, retry = false, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
   WHERE action_id = p_action_id AND reserved;
   IF NOT FOUND THEN
     RETURN json_build_object('action_id', a.action_id, 'released', false,
                              'last_settlement', (SELECT x.last_settlement FROM aip_route_assignments x WHERE x.action_id = p_action_id));
   END IF;
 
-  v_threshold := coalesce((a.admission ->> 'circuit_failure_threshold')::integer, 0);
-  v_open_ms := coalesce((a.admission ->> 'circuit_open_ms')::integer, 0);
+  v_threshold := a.admission_circuit_failure_threshold;
+  v_open_ms := a.admission_circuit_open_ms;
   -- The circuit uses the thresholds pinned in the route, not the policy's current ones.
   UPDATE aip_connector_replicas
   SET active_assignments = active_assignments - 1,
@@ -86,7 +86,7 @@ BEGIN
   END IF;
   -- The scopes read above are still the route's: only resolve (serialized by the action lock)
   -- and the releasers (excluded by the update just made) ever change them.
-  PERFORM aip_release_scopes(a.reservation_scopes);
+  PERFORM aip_release_scopes(aip_held_scopes(a));
   RETURN json_build_object('action_id', a.action_id, 'released', true, 'last_settlement', p_outcome);
 END
 $$;

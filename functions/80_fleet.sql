@@ -126,9 +126,6 @@ $$;
 --   counter_mismatch             a counter is not the number of reserved routes holding its scope
 --   counter_above_pinned_limit   the routes holding a scope cannot all have been admitted under their
 --                                pinned limits: sorted by limit, the i-th route's limit is below i
---   reservation_scopes_mismatch  a reserved route holds other scopes than its pinned admission names
---                                (base scopes, plus the retry scope after a reacquisition)
---   released_route_holds_scopes  a released route still lists scopes it no longer holds
 --   revision_behind_route        a route pinned a catalog revision newer than the current one
 --   health_behind_route          a route pinned a replica health revision newer than the replica's
 --   reserved_on_offline_replica  a route still reserved on an offline replica: nothing would ever
@@ -142,7 +139,7 @@ SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '2s' AS $$
   WITH held AS (
     SELECT a.action_id, e ->> 'kind' AS kind, e ->> 'key' AS key, (e ->> 'limit')::bigint AS lim
-    FROM aip_route_assignments a, jsonb_array_elements(a.reservation_scopes) e
+    FROM aip_route_assignments a, jsonb_array_elements(aip_held_scopes(a)) e
     WHERE a.reserved),
   per_replica AS (
     SELECT a.replica_id, count(*) AS n FROM aip_route_assignments a WHERE a.reserved GROUP BY a.replica_id),
@@ -170,18 +167,6 @@ SET lock_timeout = '2s' AS $$
     UNION ALL
     SELECT 'counter_above_pinned_limit', jsonb_build_object('scope', o.kind, 'key', o.key, 'reserved_routes', o.n, 'limit', o.lim, 'position', o.pos)
     FROM overbooked o
-    UNION ALL
-    SELECT 'reservation_scopes_mismatch', jsonb_build_object('action_id', a.action_id)
-    FROM aip_route_assignments a
-    WHERE a.reserved
-      AND a.reservation_scopes IS DISTINCT FROM a.admission -> 'scopes'
-      AND a.reservation_scopes IS DISTINCT FROM (a.admission -> 'scopes') || CASE
-            WHEN jsonb_typeof(a.admission -> 'retry_scope') = 'object' THEN jsonb_build_array(a.admission -> 'retry_scope')
-            ELSE '[]'::jsonb END
-    UNION ALL
-    SELECT 'released_route_holds_scopes', jsonb_build_object('action_id', a.action_id)
-    FROM aip_route_assignments a
-    WHERE NOT a.reserved AND a.reservation_scopes <> '[]'::jsonb
     UNION ALL
     SELECT 'revision_behind_route', jsonb_build_object('catalog_revision', rev.revision, 'route_catalog_revision', m.max_rev)
     FROM (SELECT revision FROM aip_catalog_revision WHERE singleton) rev,

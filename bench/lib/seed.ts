@@ -152,21 +152,16 @@ export async function seedRouteHistory(session: MigrationSession, limit: number)
   const [row] = await session.query<{ n: number }>(`
     WITH inserted AS (
       INSERT INTO aip_route_assignments (
-        action_id, capability_id, tenant_id, instance_id, version_id, manifest_digest, replica_id, endpoint,
-        peer_principal_id, peer_principal_kind, peer_did, trust_domain, transport_profile, region, zone, capacity_class,
+        action_id, capability_id, tenant_id, instance_id, version_id, replica_id,
         catalog_revision, binding_policy_revision, credential_revision_ref, quota_policy_ref, replica_health_revision,
-        fence_token, admission, assigned_at, reserved, reservation_scopes, last_settlement, settled_at, updated_at)
+        fence_token, admission_policy_revision, admission_max_tenant_in_flight, admission_max_instance_in_flight,
+        admission_max_tenant_retry_in_flight, admission_circuit_failure_threshold, admission_circuit_open_ms,
+        assigned_at, reserved, last_settlement, settled_at, updated_at)
       SELECT 'act_history_' || md5(b.tenant_id || b.capability_id || b.instance_id), b.capability_id, b.tenant_id,
-             i.instance_id, v.version_id, v.manifest_digest, r.replica_id, r.endpoint,
-             r.peer_principal_id, r.peer_principal_kind, r.peer_did, r.trust_domain, r.transport_profile, r.region, r.zone, r.capacity_class,
+             i.instance_id, v.version_id, r.replica_id,
              1, b.policy_revision, b.credential_revision_ref, b.quota_policy_ref, r.health_revision,
-             'route_' || md5(b.instance_id || b.capability_id),
-             jsonb_build_object('policy_ref', NULL, 'policy_revision', 1,
-               'scopes', jsonb_build_array(jsonb_build_object('kind', 'tenant', 'key', b.tenant_id, 'limit', 1000),
-                                           jsonb_build_object('kind', 'instance', 'key', i.instance_id, 'limit', 500)),
-               'retry_scope', jsonb_build_object('kind', 'tenant_retry', 'key', b.tenant_id, 'limit', 100),
-               'circuit_failure_threshold', 5, 'circuit_open_ms', 30000),
-             now() - interval '1 day', false, '[]'::jsonb, 'completed', now() - interval '1 day', now() - interval '1 day'
+             'route_' || md5(b.instance_id || b.capability_id), 1, 1000, 500, 100, 5, 30000,
+             now() - interval '1 day', false, 'completed', now() - interval '1 day', now() - interval '1 day'
       FROM aip_capability_bindings b
       JOIN aip_connector_instances i ON i.instance_id = b.instance_id
       JOIN aip_connector_versions v ON v.version_id = i.version_id

@@ -223,6 +223,14 @@ export const catalogEntries = pgTable(
     instanceId: text("instance_id").notNull(),
     versionId: text("version_id").notNull(),
     priority: integer("priority").notNull(),
+    // What a new route through this binding pins besides its replica, so the resolver reads it
+    // with the candidates: the type (the connector_type scope), the binding's counter key and
+    // policy, credential and quota references.
+    typeId: text("type_id").notNull(),
+    bindingKey: text("binding_key").notNull(),
+    policyRevision: revision("policy_revision").notNull(),
+    credentialRevisionRef: text("credential_revision_ref"),
+    quotaPolicyRef: text("quota_policy_ref"),
   },
   (t) => [
     primaryKey({ name: "aip_catalog_entries_pkey", columns: [t.tenantId, t.capabilityId, t.instanceId] }),
@@ -320,7 +328,11 @@ export const replicaRegisterRequests = pgTable(
 
 /**
  * Durable, pinned routes: one row per action, never deleted. Everything up to assigned_at is
- * the immutable RouteAssignment; reserved / reservation_scopes / last_settlement are bookkeeping.
+ * the immutable RouteAssignment, except what the row would only copy from elsewhere: the
+ * replica's endpoint, peer identity, trust domain, transport profile and topology, and the
+ * version's manifest digest, are immutable in their own rows and joined when the record is
+ * built (aip_assignment_json), so the route, written once per action, stays narrow. reserved /
+ * retry / last_settlement / settled_at are bookkeeping.
  */
 export const routeAssignments = pgTable(
   "aip_route_assignments",
@@ -328,43 +340,47 @@ export const routeAssignments = pgTable(
     actionId: text("action_id").primaryKey(),
     capabilityId: text("capability_id").notNull(),
     tenantId: text("tenant_id").notNull(),
-    instanceId: text("instance_id")
-      .notNull()
-      .references(() => connectorInstances.instanceId),
-    versionId: text("version_id")
-      .notNull()
-      .references(() => connectorVersions.versionId),
-    manifestDigest: text("manifest_digest").notNull(),
+    // Instances and versions are never deleted, so no foreign key guards them: a key check would
+    // share-lock the instance's and version's rows for every route (multixacts on the hottest
+    // rows of the catalog). The replica's row is locked by the resolve anyway.
+    instanceId: text("instance_id").notNull(),
+    versionId: text("version_id").notNull(),
     replicaId: text("replica_id")
       .notNull()
       .references(() => connectorReplicas.replicaId),
-    endpoint: text("endpoint").notNull(),
-    peerPrincipalId: text("peer_principal_id").notNull(),
-    peerPrincipalKind: text("peer_principal_kind").notNull(),
-    peerDid: text("peer_did").notNull(),
-    trustDomain: text("trust_domain").notNull(),
-    transportProfile: text("transport_profile").notNull(),
-    region: text("region").notNull(),
-    zone: text("zone").notNull(),
-    capacityClass: text("capacity_class").notNull(),
     catalogRevision: revision("catalog_revision").notNull(),
     bindingPolicyRevision: revision("binding_policy_revision").notNull(),
     credentialRevisionRef: text("credential_revision_ref"),
     quotaPolicyRef: text("quota_policy_ref"),
     replicaHealthRevision: revision("replica_health_revision").notNull(),
     fenceToken: text("fence_token").notNull(),
-    /** The admission snapshot pinned at creation: {policy_ref, policy_revision, scopes, retry_scope, circuit_*}. */
-    admission: jsonb("admission").notNull(),
+    // The admission policy pinned at creation, as the policy had it: the record's `admission`
+    // ({policy_ref, policy_revision, scopes, retry_scope, circuit_*}) is built from these and the
+    // route's own keys (aip_route_admission), so later policy edits only affect new actions and
+    // the row carries numbers, not a copy of every scope key.
+    admissionPolicyRevision: revision("admission_policy_revision").notNull(),
+    admissionMaxGlobalInFlight: integer("admission_max_global_in_flight"),
+    admissionMaxTenantInFlight: integer("admission_max_tenant_in_flight"),
+    admissionMaxConnectorTypeInFlight: integer("admission_max_connector_type_in_flight"),
+    admissionMaxInstanceInFlight: integer("admission_max_instance_in_flight"),
+    admissionMaxBindingInFlight: integer("admission_max_binding_in_flight"),
+    admissionMaxTenantRetryInFlight: integer("admission_max_tenant_retry_in_flight"),
+    admissionCircuitFailureThreshold: integer("admission_circuit_failure_threshold").notNull(),
+    admissionCircuitOpenMs: integer("admission_circuit_open_ms").notNull(),
     assignedAt: ms("assigned_at").notNull(),
     reserved: boolean("reserved").notNull(),
-    /** The scopes this reservation holds (base scopes, plus tenant_retry on a reacquisition). */
-    reservationScopes: jsonb("reservation_scopes").notNull().default(sql`'[]'::jsonb`),
+    /**
+     * The reservation holds the pinned retry scope too (a reacquisition): the scopes held are the
+     * admission's base scopes, plus its retry_scope when this is true.
+     */
+    retry: boolean("retry").notNull().default(false),
     lastSettlement: text("last_settlement"),
     settledAt: ms("settled_at"),
     updatedAt: updatedAt(),
   },
   (t) => [
-    unique("aip_route_assignments_fence_token_key").on(t.fenceToken),
+    // No unique index on fence_token: it is `route_` + a UUIDv7 (48 bits of milliseconds, 74
+    // random), unique by construction, and the fence check compares the whole record by action.
     // Lease maintenance and the invariant checker look up a replica's reserved routes.
     index("aip_route_assignments_reserved_idx").on(t.replicaId).where(sql`reserved`),
     check(

@@ -17,8 +17,8 @@ afterAll(() => db?.close());
 /** The stored route row minus its bookkeeping: everything that names the destination. */
 async function routeRow(actionId: string) {
   const { rows } = await db.owner.query("SELECT * FROM aip_route_assignments WHERE action_id = $1", [actionId]);
-  const { reserved, reservation_scopes, last_settlement, settled_at, updated_at, ...destination } = rows[0];
-  return { destination, reserved, reservation_scopes, last_settlement, settled_at, updated_at };
+  const { reserved, retry, last_settlement, settled_at, updated_at, ...destination } = rows[0];
+  return { destination, reserved, retry, last_settlement, settled_at, updated_at };
 }
 
 describe("lease expiry", () => {
@@ -171,11 +171,7 @@ describe("invariant checker", () => {
 
   const setTenantLimits = (limits: number[]) =>
     reportWith(
-      `UPDATE aip_route_assignments a
-       SET reservation_scopes = (SELECT jsonb_agg(CASE WHEN e ->> 'kind' = 'tenant' THEN jsonb_set(e, '{limit}', to_jsonb(l.lim)) ELSE e END ORDER BY o)
-                                 FROM jsonb_array_elements(a.reservation_scopes) WITH ORDINALITY s(e, o)),
-           admission = jsonb_set(a.admission, '{scopes}', (SELECT jsonb_agg(CASE WHEN e ->> 'kind' = 'tenant' THEN jsonb_set(e, '{limit}', to_jsonb(l.lim)) ELSE e END ORDER BY o)
-                                 FROM jsonb_array_elements(a.admission -> 'scopes') WITH ORDINALITY s(e, o)))
+      `UPDATE aip_route_assignments a SET admission_max_tenant_in_flight = l.lim
        FROM unnest($1::text[], $2::int[]) AS l(action_id, lim)
        WHERE a.action_id = l.action_id`,
       [routes.slice(0, limits.length).map((r) => r.action_id), limits],
@@ -215,23 +211,14 @@ describe("invariant checker", () => {
     expect((await setTenantLimits([2, 2, 2])).violations.map((v) => v.kind)).toEqual(["counter_above_pinned_limit"]);
   });
 
-  it("reports a reserved route holding other scopes than its pinned admission names", async () => {
-    const report = await reportWith(
-      `UPDATE aip_route_assignments SET reservation_scopes = jsonb_set(reservation_scopes, '{0,limit}', '999') WHERE action_id = $1`,
-      [routes[1]!.action_id],
-    );
-    expect(report.violations).toEqual([{ kind: "reservation_scopes_mismatch", detail: { action_id: routes[1]!.action_id } }]);
-    // With the retry scope appended (a reacquisition) the same route is consistent.
-    const retry = await reportWith(
-      `UPDATE aip_route_assignments SET reservation_scopes = reservation_scopes || jsonb_build_array(admission -> 'retry_scope') WHERE action_id = $1;`,
-      [routes[1]!.action_id],
-    );
-    expect(retry.violations.map((v) => v.kind)).toEqual(["counter_mismatch"]);
-  });
-
-  it("reports a released route that still lists scopes", async () => {
-    const report = await reportWith("UPDATE aip_route_assignments SET reservation_scopes = admission -> 'scopes' WHERE action_id = $1", [routes[3]!.action_id]);
-    expect(report.violations).toEqual([{ kind: "released_route_holds_scopes", detail: { action_id: routes[3]!.action_id } }]);
+  it("counts the retry budget only for a reservation that holds it", async () => {
+    // A reserved route marked as a reacquisition holds the tenant_retry scope its counter lacks.
+    const report = await reportWith("UPDATE aip_route_assignments SET retry = true WHERE action_id = $1", [routes[1]!.action_id]);
+    expect(report.violations).toEqual([
+      { kind: "counter_mismatch", detail: { scope: "tenant_retry", key: tenant, active: 0, reserved_routes: 1 } },
+    ]);
+    // A released route holds nothing, whatever its flag says.
+    expect(await reportWith("UPDATE aip_route_assignments SET retry = true WHERE action_id = $1", [routes[3]!.action_id])).toMatchObject({ healthy: true });
   });
 
   it("reports routes pinned to a catalog or health revision from the future", async () => {

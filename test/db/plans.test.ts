@@ -27,7 +27,7 @@ interface Plan {
   nodes: PlanNode[];
 }
 
-const HOT_TABLES = ["aip_capability_bindings", "aip_connector_replicas", "aip_route_assignments"];
+const HOT_TABLES = ["aip_catalog_entries", "aip_connector_replicas", "aip_route_assignments"];
 const MODES = ["force_custom_plan", "force_generic_plan"] as const;
 
 let db: TestDatabase;

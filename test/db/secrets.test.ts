@@ -139,7 +139,11 @@ describe("credential values are never persisted", () => {
 
   it("stores the references only in the columns that hold references, and never a bearer token or the signing secret", async () => {
     expect(await whereStored(SECRET_REF)).toEqual(["aip_connector_instances.secret_provider_ref"]);
-    expect(await whereStored(CREDENTIAL_REF)).toEqual(["aip_capability_bindings.credential_revision_ref", "aip_route_assignments.credential_revision_ref"]);
+    expect(await whereStored(CREDENTIAL_REF)).toEqual([
+      "aip_capability_bindings.credential_revision_ref",
+      "aip_catalog_entries.credential_revision_ref",
+      "aip_route_assignments.credential_revision_ref",
+    ]);
     for (const token of tokensUsed) {
       for (const part of token.split(".")) expect(await whereStored(part), "a bearer token segment").toEqual([]);
     }
@@ -155,6 +159,8 @@ describe("credential values are never persisted", () => {
     );
     expect(rows.map((r) => r.column)).toEqual([
       "aip_capability_bindings.credential_revision_ref",
+      // The live binding chain carries the binding's reference for the resolver.
+      "aip_catalog_entries.credential_revision_ref",
       "aip_connector_instances.secret_provider_ref",
       "aip_route_assignments.credential_revision_ref",
       "aip_route_assignments.fence_token",

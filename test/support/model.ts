@@ -627,7 +627,7 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
           const { rows } = await owner.query<{ report: { healthy: boolean; violations: unknown[] }; over_capacity: unknown; over_limit: unknown }>(`
             WITH held AS (
               SELECT e ->> 'kind' AS kind, e ->> 'key' AS key, max((e ->> 'limit')::bigint) AS lim
-              FROM aip_route_assignments a, jsonb_array_elements(a.reservation_scopes) e
+              FROM aip_route_assignments a, jsonb_array_elements(aip_held_scopes(a)) e
               WHERE a.reserved GROUP BY 1, 2)
             SELECT aip_check_invariants() AS report,
               (SELECT json_agg(json_build_object('replica_id', r.replica_id, 'active', r.active_assignments, 'capacity', r.capacity))
