@@ -17,7 +17,7 @@ import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
 import { verifySchema } from "./db/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
 import { mintToken } from "./http/tokens.js";
-import { startMaintenanceLoop, type MaintenanceLoop } from "./maintenance-loop.js";
+import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-loop.js";
 import { jsonLines } from "./observability/access-log.js";
 import { Registry } from "./registry/registry.js";
 
@@ -26,7 +26,14 @@ export interface RunningServer {
   port: number;
   registry: Registry;
   config: Config;
+  /** Lease maintenance (absent with LEASE_MAINTENANCE_INTERVAL_MS=0). */
+  maintenance: MaintenanceTimer | undefined;
   close(): Promise<void>;
+}
+
+export interface ServerOptions {
+  /** The lease-maintenance timer's clock (tests drive a simulated one). */
+  maintenanceClock?: MaintenanceClock;
 }
 
 type Log = (line: string) => void;
@@ -86,7 +93,11 @@ async function openDatabase(config: Config, log: Log) {
   };
 }
 
-export async function startServer(env: Record<string, string | undefined> = process.env, log: Log = (line) => console.log(line)): Promise<RunningServer> {
+export async function startServer(
+  env: Record<string, string | undefined> = process.env,
+  log: Log = (line) => console.log(line),
+  options: ServerOptions = {},
+): Promise<RunningServer> {
   const config = loadConfig(env);
   const database = await openDatabase(config, log);
   const verdict = await verifySchema(database.registry);
@@ -103,6 +114,20 @@ export async function startServer(env: Record<string, string | undefined> = proc
     ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
     ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
   });
+  // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
+  // the database and from the lifecycle answers this server gives (src/maintenance-loop.ts).
+  const maintenance =
+    config.LEASE_MAINTENANCE_INTERVAL_MS > 0
+      ? createMaintenanceTimer(database.registry, {
+          minIntervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
+          bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
+          ...(options.maintenanceClock ? { clock: options.maintenanceClock } : {}),
+          onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
+          onCycle: ({ expired, released }) => {
+            if (expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired, released }));
+          },
+        })
+      : undefined;
   const app = createApp({
     registry: database.registry,
     authenticator,
@@ -110,6 +135,7 @@ export async function startServer(env: Record<string, string | undefined> = proc
     adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
     ...(config.ACCESS_LOG ? { log: jsonLines() } : {}),
     ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC } } : {}),
+    ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
   });
 
   const { server, port } = await new Promise<{ server: ServerType; port: number }>((resolve, reject) => {
@@ -118,17 +144,7 @@ export async function startServer(env: Record<string, string | undefined> = proc
   });
   const url = `http://${config.HOST}:${port}`;
 
-  let maintenance: MaintenanceLoop | undefined;
-  if (config.LEASE_MAINTENANCE_INTERVAL_MS > 0) {
-    maintenance = startMaintenanceLoop(database.registry, {
-      intervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
-      bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
-      onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
-      onCycle: ({ expired, released }) => {
-        if (expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired, released }));
-      },
-    });
-  }
+  maintenance?.start();
 
   log(`aip-registry listening on ${url} (${database.embedded ? "embedded PGlite" : "PostgreSQL"})`);
   if (generated && secret) await printDevelopmentTokens(secret, url, config.DATA_DIR, log);
@@ -138,6 +154,7 @@ export async function startServer(env: Record<string, string | undefined> = proc
     port,
     registry: database.registry,
     config,
+    maintenance,
     async close() {
       await maintenance?.stop();
       await new Promise<void>((resolve) => server.close(() => resolve()));
