@@ -8,12 +8,17 @@
  * - AUTH_HS256_SECRET (secret) or AUTH_JWKS_URL (+ AUTH_ISSUER, AUTH_AUDIENCE).
  * - NEON_TRANSPORT: `http` (default; `neon()`, one HTTPS request per statement) or `websocket`
  *   (a `Pool` per request, ended with waitUntil).
+ * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
+ *   a compute waking from suspension plus a full statement timeout), then 503 `storage`.
  * - NEON_LOCAL_PROXY: development and tests only, the URL of src/dev/neon-proxy.ts.
+ * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/lease-clock.ts), exported below.
  *
  * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
- * `storage` until it matches. The cron trigger runs one bounded lease-maintenance cycle.
+ * `storage` until it matches. Lease maintenance runs from the LeaseClock's alarm, only when a
+ * lease can have ended: there is no cron trigger, and an idle deployment sends no statement.
  */
 import { neonConfig } from "@neondatabase/serverless";
+import type { ExecutionContext } from "hono";
 import { z } from "zod";
 import { createApp } from "./app.js";
 import { ConfigSchema } from "./config.js";
@@ -23,7 +28,8 @@ import { SchemaGate } from "./db/schema-gate.js";
 import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
 import { createAuthenticator, type Authenticator } from "./http/auth.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
-import { runLeaseMaintenance, type MaintenanceBounds } from "./maintenance.js";
+import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
+import { DEFAULT_MIN_INTERVAL_MS, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
 import { jsonLines } from "./observability/access-log.js";
 import { PROBLEM_TITLES } from "./registry/errors.js";
 import { Registry } from "./registry/registry.js";
@@ -42,15 +48,14 @@ export interface WorkerEnv {
   ADMIN_BODY_LIMIT_BYTES?: string;
   LEASE_EXPIRY_BATCH?: string;
   LEASE_EXPIRY_MAX_BATCHES?: string;
+  LEASE_MAINTENANCE_INTERVAL_MS?: string;
+  NEON_HTTP_TIMEOUT_MS?: string;
+  LEASE_CLOCK?: ClockNamespace;
 }
 
-/** The parts of the Workers ExecutionContext / ScheduledController used here. */
+/** The part of the Workers ExecutionContext used here. */
 export interface WaitUntil {
   waitUntil(promise: Promise<unknown>): void;
-}
-export interface ScheduledEventLike {
-  cron: string;
-  scheduledTime: number;
 }
 
 const WorkerConfigSchema = ConfigSchema.pick({
@@ -65,30 +70,40 @@ const WorkerConfigSchema = ConfigSchema.pick({
   ADMIN_BODY_LIMIT_BYTES: true,
   LEASE_EXPIRY_BATCH: true,
   LEASE_EXPIRY_MAX_BATCHES: true,
+  LEASE_MAINTENANCE_INTERVAL_MS: true,
 })
   .extend({
     NEON_TRANSPORT: z.enum(["http", "websocket"]).optional().transform((v): NeonTransport => v ?? "http"),
+    NEON_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).optional().transform((v) => v ?? 15_000),
     NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
   })
   .refine((config) => config.DATABASE_URL, { path: ["DATABASE_URL"], message: "is required (the data role's connection string)" });
 
 type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 
-/** Everything that lives as long as the isolate: parsed config, auth, the schema gate. */
-class WorkerRuntime {
+/** Everything that lives as long as the isolate: parsed config, auth, the schema gate, the lease clock's notifier. */
+class WorkerRuntime implements ClockHost {
   readonly gate = new SchemaGate();
   readonly authenticator: Authenticator;
   readonly bounds: MaintenanceBounds;
+  /** LEASE_MAINTENANCE_INTERVAL_MS = 0 turns notifications off; a clock told anyway spaces cycles by the default. */
+  readonly minIntervalMs: number;
+  readonly notifier: LeaseClockNotifier | undefined;
   /** HTTP transport: executors hold no socket, so one app serves every request. */
   private sharedApp: ReturnType<typeof createApp> | undefined;
 
-  constructor(readonly config: WorkerConfig & { DATABASE_URL: string }) {
+  constructor(
+    readonly config: WorkerConfig & { DATABASE_URL: string },
+    clock: ClockNamespace | undefined,
+  ) {
     this.authenticator = createAuthenticator({
       ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: config.AUTH_HS256_SECRET }),
       ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
       ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
     });
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
+    this.minIntervalMs = config.LEASE_MAINTENANCE_INTERVAL_MS || DEFAULT_MIN_INTERVAL_MS;
+    this.notifier = config.LEASE_MAINTENANCE_INTERVAL_MS > 0 && clock ? new LeaseClockNotifier(clock) : undefined;
   }
 
   /**
@@ -96,7 +111,7 @@ class WorkerRuntime {
    * request's); HTTP ones need nothing per request.
    */
   registry(pools?: RequestPools): Registry {
-    const open = (url: string): SqlExecutor => (pools ? pools.executor(url) : neonHttpExecutor(url));
+    const open = (url: string): SqlExecutor => (pools ? pools.executor(url) : neonHttpExecutor(url, { timeoutMs: this.config.NEON_HTTP_TIMEOUT_MS }));
     const data = open(this.config.DATABASE_URL);
     const control = this.config.CONTROL_DATABASE_URL ? open(this.config.CONTROL_DATABASE_URL) : undefined;
     return new Registry({
@@ -112,30 +127,32 @@ class WorkerRuntime {
       bodyLimitBytes: this.config.BODY_LIMIT_BYTES,
       adminBodyLimitBytes: this.config.ADMIN_BODY_LIMIT_BYTES,
       ...(this.config.ACCESS_LOG ? { log: jsonLines() } : {}),
+      ...(this.notifier ? { onLease: this.notifier.notify } : {}),
     });
   }
 
   async fetch(request: Request, ctx: WaitUntil): Promise<Response> {
+    // The execution context reaches the routes (c.executionCtx): lease notices use its waitUntil.
+    const executionCtx = ctx as ExecutionContext;
     if (this.config.NEON_TRANSPORT === "http") {
       this.sharedApp ??= this.app(this.registry());
-      return this.sharedApp.fetch(request);
+      return this.sharedApp.fetch(request, undefined, executionCtx);
     }
     const pools = new RequestPools();
     try {
-      return await this.app(this.registry(pools)).fetch(request);
+      return await this.app(this.registry(pools)).fetch(request, undefined, executionCtx);
     } finally {
       ctx.waitUntil(pools.end());
     }
   }
 
-  async maintain(event: ScheduledEventLike): Promise<void> {
+  /** One bounded lease-maintenance cycle (the LeaseClock's alarm). */
+  async maintain(): Promise<MaintenanceCycle> {
     const pools = this.config.NEON_TRANSPORT === "websocket" ? new RequestPools() : undefined;
     try {
-      const result = await runLeaseMaintenance(this.registry(pools), this.bounds);
-      if (result.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", cron: event.cron, ...result }));
-    } catch (error) {
-      console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", cron: event.cron, error: String(error) }));
-      throw error; // the cron invocation is reported as failed
+      const cycle = await runLeaseMaintenance(this.registry(pools), this.bounds);
+      if (cycle.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", ...cycle }));
+      return cycle;
     } finally {
       await pools?.end();
     }
@@ -158,7 +175,7 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
       throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
     }
     if (parsed.data.NEON_LOCAL_PROXY) pointNeonAtLocalProxy(neonConfig, parsed.data.NEON_LOCAL_PROXY);
-    runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string });
+    runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string }, env.LEASE_CLOCK);
     if (runtimes.size >= 8) runtimes.delete(runtimes.keys().next().value as string);
     runtimes.set(key, runtime);
   }
@@ -188,8 +205,11 @@ export default {
     }
     return runtime.fetch(request, ctx);
   },
-
-  async scheduled(event: ScheduledEventLike, env: WorkerEnv, ctx: WaitUntil): Promise<void> {
-    ctx.waitUntil(runtimeFor(env).maintain(event));
-  },
 };
+
+/** The lease clock (wrangler.toml binding LEASE_CLOCK): same script, same bindings as the Worker. */
+export class LeaseClock extends LeaseClockObject {
+  constructor(state: ClockState, env: WorkerEnv) {
+    super(state, () => runtimeFor(env));
+  }
+}

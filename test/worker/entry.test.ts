@@ -1,16 +1,13 @@
 /**
  * The Worker entry itself: served through the runtime's own dispatch (SELF, with wrangler.toml's
  * main and the project's bindings), the data-plane-only deployment, the schema gate (refuses a
- * mismatch with 503, recovers once the schema matches), a misconfigured deployment, and the cron
- * trigger (one bounded lease-maintenance cycle: an expired replica goes offline, its route is
- * released).
+ * mismatch with 503, recovers once the schema matches) and a misconfigured deployment. Lease
+ * maintenance (the LeaseClock Durable Object) is test/worker/lease-clock.test.ts.
  */
-import { SELF, createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
+import { SELF } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import worker from "../../src/worker.js";
-import { letLeaseExpire } from "../conformance/fleet.js";
 import { conformancePrefix } from "../conformance/index.js";
-import { Api, expectProblem, publishFleet, smallFleet } from "../conformance/target.js";
+import { Api, expectProblem, smallFleet } from "../conformance/target.js";
 import { connectorType } from "../support/fleet.js";
 import { TRANSPORTS, callWorker, databaseUrlOf, mint, ownerSql, workerEnv, workerTarget } from "./support.js";
 
@@ -105,29 +102,5 @@ describe("misconfiguration", () => {
     const body = (await response.json()) as Record<string, unknown>;
     expect(body).toMatchObject({ code: "internal", status: 500 });
     expect(JSON.stringify(body)).not.toMatch(/DATABASE_URL|AUTH_|pigeon/);
-  });
-});
-
-describe.each(TRANSPORTS)("scheduled lease maintenance (%s)", (transport) => {
-  const bindings = workerEnv({ NEON_TRANSPORT: transport });
-  const api = new Api(workerTarget(bindings, conformancePrefix("cron")));
-
-  it("marks an expired lease offline and releases its route", async () => {
-    const tenant = `${api.prefix}-tenant`;
-    const fleet = await smallFleet(api.prefix, { tenants: [tenant] });
-    const replicaId = fleet.replicas[tenant] as string;
-    const { sequences } = await publishFleet(api, fleet);
-    const token = await api.tenant(tenant);
-    expect((await api.call("PUT", `/v1/routes/act_${api.prefix}`, { token, body: { capability_id: fleet.capabilities[0] } })).status).toBe(201);
-    await letLeaseExpire(api, replicaId, sequences[replicaId] as number);
-
-    const ctx = createExecutionContext();
-    await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "* * * * *" }), bindings, ctx);
-    await waitOnExecutionContext(ctx);
-
-    const view = await api.call("GET", `/v1/admin/replicas/${replicaId}`, { token: await api.admin() });
-    expect(view.body).toMatchObject({ status: "offline", active_assignments: 0 });
-    const route = await api.call("GET", `/v1/routes/act_${api.prefix}`, { token });
-    expect(route.headers.get("aip-last-settlement")).toBe("lease_expired");
   });
 });
