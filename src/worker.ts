@@ -167,12 +167,16 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
   for (const [name, value] of Object.entries(env)) {
     if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") bindings[name] = String(value);
   }
-  const key = JSON.stringify(Object.entries(bindings).sort(([a], [b]) => (a < b ? -1 : 1)));
+  const key = JSON.stringify([Object.entries(bindings).sort(([a], [b]) => (a < b ? -1 : 1)), env.LEASE_CLOCK !== undefined]);
   let runtime = runtimes.get(key);
   if (!runtime) {
     const parsed = WorkerConfigSchema.safeParse(bindings);
     if (!parsed.success) {
       throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    }
+    if (parsed.data.LEASE_MAINTENANCE_INTERVAL_MS > 0 && !env.LEASE_CLOCK) {
+      // Without it no lease would ever be expired: refuse, as for any missing binding.
+      throw new Error("LEASE_CLOCK: the lease clock's Durable Object binding is missing (see wrangler.toml); LEASE_MAINTENANCE_INTERVAL_MS=0 runs without lease maintenance");
     }
     if (parsed.data.NEON_LOCAL_PROXY) pointNeonAtLocalProxy(neonConfig, parsed.data.NEON_LOCAL_PROXY);
     runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string }, env.LEASE_CLOCK);

@@ -95,12 +95,13 @@ describe("misconfiguration", () => {
     ["no DATABASE_URL", { DATABASE_URL: undefined }],
     ["no auth", { AUTH_HS256_SECRET: undefined }],
     ["an unknown transport", { NEON_TRANSPORT: "carrier-pigeon" }],
+    ["lease maintenance without the lease clock's binding", { LEASE_MAINTENANCE_INTERVAL_MS: "1000", LEASE_CLOCK: undefined }],
   ])("%s: 500 internal, without details", async (_name, overrides) => {
     const response = await callWorker(workerEnv(overrides), "/healthz");
     expect(response.status).toBe(500);
     expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
     const body = (await response.json()) as Record<string, unknown>;
     expect(body).toMatchObject({ code: "internal", status: 500 });
-    expect(JSON.stringify(body)).not.toMatch(/DATABASE_URL|AUTH_|pigeon/);
+    expect(JSON.stringify(body)).not.toMatch(/DATABASE_URL|AUTH_|pigeon|LEASE_/);
   });
 });
