@@ -6,7 +6,7 @@
  *
  * Nothing runs on a fixed clock: a cycle is due only when a lease can have ended. The Worker's
  * LeaseClock Durable Object (src/lease-clock.ts) and the Node server's timer
- * (src/maintenance-loop.ts) both run a cycle at the earliest deadline they know and take the next
+ * (src/maintenance-timer.ts) both run a cycle at the earliest deadline they know and take the next
  * one from the cycle's `next_deadline`; with no live lease there is no next cycle at all, so an
  * idle deployment sends the database nothing.
  */

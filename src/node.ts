@@ -17,7 +17,7 @@ import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
 import { verifySchema } from "./db/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
 import { mintToken } from "./http/tokens.js";
-import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-loop.js";
+import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
 import { jsonLines } from "./observability/access-log.js";
 import { Registry } from "./registry/registry.js";
 
@@ -115,7 +115,7 @@ export async function startServer(
     ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
   });
   // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
-  // the database and from the lifecycle answers this server gives (src/maintenance-loop.ts).
+  // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
   const maintenance =
     config.LEASE_MAINTENANCE_INTERVAL_MS > 0
       ? createMaintenanceTimer(database.registry, {
