@@ -49,6 +49,9 @@ export default defineConfig({
                 NEON_LOCAL_PROXY: inject("neonProxyUrl"),
                 NEON_TRANSPORT: "http",
                 ACCESS_LOG: "false",
+                // The lease clock is off for the suite (its alarms would expire other files'
+                // leases under them); test/worker/lease-clock.test.ts turns it on per call.
+                LEASE_MAINTENANCE_INTERVAL_MS: "0",
               },
             },
           })),

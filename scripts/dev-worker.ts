@@ -68,8 +68,8 @@ async function main(): Promise<void> {
       "Try (once wrangler is ready):",
       `  curl -s ${url}/readyz`,
       `  curl -s -H "Authorization: Bearer $TENANT_TOKEN" ${url}/v1/catalog/capabilities`,
-      `Lease maintenance is the cron trigger; wrangler dev does not fire it by itself:`,
-      `  curl -s "${url}/cdn-cgi/handler/scheduled?cron=*+*+*+*+*"`,
+      "Lease maintenance runs from the LeaseClock Durable Object's alarm at lease deadlines (wrangler dev fires it);",
+      "a batch on demand: curl -s -X POST -H \"Authorization: Bearer $ADMIN_TOKEN\" " + `${url}/v1/fleet/lease-expiry`,
       "",
     ].join("\n"),
   );

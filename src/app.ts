@@ -13,6 +13,7 @@ import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
 import { authenticate } from "./http/guards.js";
 import { registerDashboardRoute } from "./dashboard/route.js";
+import type { LeaseListener } from "./lease-events.js";
 import { problemResponse } from "./http/problem.js";
 import { accessLog, type AccessLogSink } from "./observability/access-log.js";
 import { RegistryMetrics, type MetricsOptions } from "./observability/metrics.js";
@@ -51,6 +52,8 @@ export interface AppOptions {
    * src/node/transport.ts): a malformed body or a client that left is not an `internal` error.
    */
   transportFailure?: (c: Context) => RegistryError | undefined;
+  /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
+  onLease?: LeaseListener;
 }
 
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
@@ -82,9 +85,9 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerOpsRoutes(app, registry);
   registerCatalogRoutes(app, new CatalogServer(registry, options.catalog));
   registerRoutingRoutes(app, registry);
-  registerReplicaRoutes(app, registry);
+  registerReplicaRoutes(app, registry, options.onLease);
   registerAdminRoutes(app, registry);
-  registerFleetRoutes(app, registry);
+  registerFleetRoutes(app, registry, options.onLease);
   if (options.dashboard ?? true) registerDashboardRoute(app);
   if (metrics && options.metrics) registerMetricsRoute(app, { registry, metrics, authenticator: options.authenticator, options: options.metrics });
 

@@ -1,9 +1,14 @@
 /**
- * Lease maintenance: expire stale replica leases in bounded batches. One cycle runs at most
- * `maxBatches` calls of `batchSize` and stops at the first short batch; the Worker's cron trigger
- * runs one cycle per invocation and the Node server runs cycles on a jittered timer with
- * exponential backoff on failure (src/maintenance-loop.ts, kept out of the Worker bundle). Routing ignores an expired lease by itself, so maintenance only
- * returns capacity: running it late or twice is harmless, each batch is its own transaction.
+ * Lease maintenance: expire stale replica leases in bounded batches, and decide when the next
+ * cycle is due. One cycle runs at most `maxBatches` calls of `batchSize` and stops at the first
+ * short batch. Routing ignores an expired lease by itself, so maintenance only returns capacity:
+ * running it late or twice is harmless, each batch is its own transaction.
+ *
+ * Nothing runs on a fixed clock: a cycle is due only when a lease can have ended. The Worker's
+ * LeaseClock Durable Object (src/lease-clock.ts) and the Node server's timer
+ * (src/maintenance-timer.ts) both run a cycle at the earliest deadline they know and take the next
+ * one from the cycle's `next_deadline`; with no live lease there is no next cycle at all, so an
+ * idle deployment sends the database nothing.
  */
 import type { Registry } from "./registry/registry.js";
 
@@ -17,24 +22,61 @@ export interface MaintenanceBounds {
 /** The reference daemon's bounds: up to 8 batches of 500 per cycle. */
 export const DEFAULT_MAINTENANCE: MaintenanceBounds = { batchSize: 500, maxBatches: 8 };
 
+/** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS) unless configured. */
+export const DEFAULT_MIN_INTERVAL_MS = 1000;
+
+/** The longest pause while a backlog stays stuck or the database fails. */
+export const MAX_BACKOFF_MS = 30_000;
+
 export interface MaintenanceCycle {
   expired: number;
   released: number;
   batches: number;
+  /** The last batch's: the earliest lease end still live (past: a backlog remains), null when none is. */
+  next_deadline: string | null;
 }
 
 export async function runLeaseMaintenance(registry: Registry, bounds: MaintenanceBounds = DEFAULT_MAINTENANCE): Promise<MaintenanceCycle> {
   const { batchSize, maxBatches } = bounds;
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) throw new RangeError("batchSize must be an integer in [1, 10000]");
   if (!Number.isInteger(maxBatches) || maxBatches < 1) throw new RangeError("maxBatches must be a positive integer");
-  const cycle: MaintenanceCycle = { expired: 0, released: 0, batches: 0 };
+  const cycle: MaintenanceCycle = { expired: 0, released: 0, batches: 0, next_deadline: null };
   while (cycle.batches < maxBatches) {
     const result = await registry.expireLeases(batchSize);
     cycle.batches++;
     cycle.expired += result.expired;
     cycle.released += result.released;
+    cycle.next_deadline = result.next_deadline;
     // A short batch means the backlog is drained (or the rest is held by a concurrent run).
     if (result.expired < batchSize) break;
   }
   return cycle;
+}
+
+/** When the next cycle is due (epoch ms; null: none), and how many cycles in a row found a stuck backlog. */
+export interface NextCycle {
+  at: number | null;
+  stalled: number;
+}
+
+/**
+ * The schedule after a cycle that ended at `now`, never sooner than `minIntervalMs` later:
+ * - no live lease: no next cycle;
+ * - the earliest lease ends in the future: at that deadline;
+ * - it has already ended (a backlog past the cycle's bounds, a replica another transaction held,
+ *   or this clock running ahead of the database's): again after the minimum interval if the cycle
+ *   made progress, otherwise backing off (doubling up to 30 s) while nothing moves.
+ */
+export function planNextCycle(cycle: Pick<MaintenanceCycle, "expired" | "next_deadline">, now: number, minIntervalMs: number, stalled: number): NextCycle {
+  if (cycle.next_deadline === null) return { at: null, stalled: 0 };
+  const deadline = Date.parse(cycle.next_deadline);
+  const earliest = now + minIntervalMs;
+  if (deadline > now) return { at: Math.max(deadline, earliest), stalled: 0 };
+  if (cycle.expired > 0) return { at: earliest, stalled: 0 };
+  return { at: now + backoff(minIntervalMs, stalled + 1), stalled: stalled + 1 };
+}
+
+/** The pause after the `attempt`-th failure (or stuck cycle) in a row: the interval doubled per attempt, at most 30 s. */
+export function backoff(minIntervalMs: number, attempt: number): number {
+  return Math.max(minIntervalMs, Math.min(minIntervalMs * 2 ** Math.min(attempt, 20), MAX_BACKOFF_MS));
 }

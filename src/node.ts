@@ -25,7 +25,7 @@ import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
 import { verifySchema } from "./db/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
 import { mintToken } from "./http/tokens.js";
-import { startMaintenanceLoop, type MaintenanceLoop } from "./maintenance-loop.js";
+import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
 import { installTransport } from "./node/transport.js";
 import { jsonLines } from "./observability/access-log.js";
@@ -36,7 +36,14 @@ export interface RunningServer {
   port: number;
   registry: Registry;
   config: Config;
+  /** Lease maintenance (absent with LEASE_MAINTENANCE_INTERVAL_MS=0). */
+  maintenance: MaintenanceTimer | undefined;
   close(): Promise<void>;
+}
+
+export interface ServerOptions {
+  /** The lease-maintenance timer's clock (tests drive a simulated one). */
+  maintenanceClock?: MaintenanceClock;
 }
 
 type Log = (line: string) => void;
@@ -238,7 +245,11 @@ async function askSchema(registry: Registry, target: string) {
   }
 }
 
-export async function startServer(env: Record<string, string | undefined> = process.env, log: Log = (line) => console.log(line)): Promise<RunningServer> {
+export async function startServer(
+  env: Record<string, string | undefined> = process.env,
+  log: Log = (line) => console.log(line),
+  options: ServerOptions = {},
+): Promise<RunningServer> {
   const config = loadConfig(env);
   checkConfig(config);
 
@@ -285,6 +296,20 @@ export async function startServer(env: Record<string, string | undefined> = proc
     ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
     ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
   });
+  // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
+  // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
+  const maintenance =
+    config.LEASE_MAINTENANCE_INTERVAL_MS > 0
+      ? createMaintenanceTimer(registry, {
+          minIntervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
+          bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
+          ...(options.maintenanceClock ? { clock: options.maintenanceClock } : {}),
+          onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
+          onCycle: ({ expired, released }) => {
+            if (expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired, released }));
+          },
+        })
+      : undefined;
   const accessLog = config.ACCESS_LOG ? jsonLines() : undefined;
   const transport = installTransport(server, accessLog ? { log: accessLog } : {});
   const app = createApp({
@@ -299,20 +324,10 @@ export async function startServer(env: Record<string, string | undefined> = proc
     },
     ...(accessLog ? { log: accessLog } : {}),
     ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC, transportRefusals: transport.refusals } } : {}),
+    ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
   });
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
-
-  let maintenance: MaintenanceLoop | undefined;
-  if (config.LEASE_MAINTENANCE_INTERVAL_MS > 0) {
-    maintenance = startMaintenanceLoop(registry, {
-      intervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
-      bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
-      onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
-      onCycle: ({ expired, released }) => {
-        if (expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired, released }));
-      },
-    });
-  }
+  maintenance?.start();
 
   log(`aip-registry listening on ${url} (${database.label})`);
   if (generated && secret) await printDevelopmentTokens(secret, url, config.DATA_DIR, log);
@@ -324,6 +339,7 @@ export async function startServer(env: Record<string, string | undefined> = proc
     port,
     registry,
     config,
+    maintenance,
     close: () =>
       (closing ??= (async () => {
         await maintenance?.stop();

@@ -8,15 +8,20 @@
  * - AUTH_HS256_SECRET (secret) or AUTH_JWKS_URL (+ AUTH_ISSUER, AUTH_AUDIENCE).
  * - NEON_TRANSPORT: `http` (default; `neon()`, one HTTPS request per statement) or `websocket`
  *   (a `Pool` per request, ended with waitUntil).
+ * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
+ *   a compute waking from suspension plus a full statement timeout), then 503 `storage`.
  * - NEON_LOCAL_PROXY: development and tests only, the URL of src/dev/neon-proxy.ts.
  * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads.
  * - CATALOG_CACHE (`true` by default): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
+ * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/lease-clock.ts), exported below.
  *
  * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
- * `storage` until it matches. The cron trigger runs one bounded lease-maintenance cycle.
+ * `storage` until it matches. Lease maintenance runs from the LeaseClock's alarm, only when a
+ * lease can have ended: there is no cron trigger, and an idle deployment sends no statement.
  */
 import { neonConfig } from "@neondatabase/serverless";
+import type { ExecutionContext } from "hono";
 import { z } from "zod";
 import { createApp } from "./app.js";
 import { ConfigSchema } from "./config.js";
@@ -28,7 +33,8 @@ import { ConfirmedRevision } from "./catalog/serve.js";
 import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
 import { createAuthenticator, type Authenticator } from "./http/auth.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
-import { runLeaseMaintenance, type MaintenanceBounds } from "./maintenance.js";
+import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
+import { DEFAULT_MIN_INTERVAL_MS, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
 import { jsonLines } from "./observability/access-log.js";
 import { PROBLEM_TITLES } from "./registry/errors.js";
 import { Registry } from "./registry/registry.js";
@@ -50,15 +56,14 @@ export interface WorkerEnv {
   CATALOG_DATABASE_URL?: string;
   CATALOG_CACHE?: string;
   CATALOG_MAX_STALENESS_MS?: string;
+  LEASE_MAINTENANCE_INTERVAL_MS?: string;
+  NEON_HTTP_TIMEOUT_MS?: string;
+  LEASE_CLOCK?: ClockNamespace;
 }
 
-/** The parts of the Workers ExecutionContext / ScheduledController used here. */
+/** The part of the Workers ExecutionContext used here. */
 export interface WaitUntil {
   waitUntil(promise: Promise<unknown>): void;
-}
-export interface ScheduledEventLike {
-  cron: string;
-  scheduledTime: number;
 }
 
 const WorkerConfigSchema = ConfigSchema.pick({
@@ -75,9 +80,11 @@ const WorkerConfigSchema = ConfigSchema.pick({
   LEASE_EXPIRY_MAX_BATCHES: true,
   CATALOG_DATABASE_URL: true,
   CATALOG_MAX_STALENESS_MS: true,
+  LEASE_MAINTENANCE_INTERVAL_MS: true,
 })
   .extend({
     NEON_TRANSPORT: z.enum(["http", "websocket"]).optional().transform((v): NeonTransport => v ?? "http"),
+    NEON_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).optional().transform((v) => v ?? 15_000),
     NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
     CATALOG_CACHE: z.enum(["true", "false"]).optional().transform((v) => v !== "false"),
   })
@@ -85,8 +92,8 @@ const WorkerConfigSchema = ConfigSchema.pick({
 
 type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 
-/** Everything that lives as long as the isolate: parsed config, auth, the schema gate. */
-class WorkerRuntime {
+/** Everything that lives as long as the isolate: parsed config, auth, the schema gate, the lease clock's notifier. */
+class WorkerRuntime implements ClockHost {
   readonly gate = new SchemaGate();
   readonly authenticator: Authenticator;
   readonly bounds: MaintenanceBounds;
@@ -94,10 +101,16 @@ class WorkerRuntime {
   readonly confirmedRevision = new ConfirmedRevision();
   /** The location's catalog cache (Cache API, behind an in-isolate memory cache); none when disabled or unavailable. */
   private readonly catalogCache: EdgeCatalogCache | undefined;
+  /** LEASE_MAINTENANCE_INTERVAL_MS = 0 turns notifications off; a clock told anyway spaces cycles by the default. */
+  readonly minIntervalMs: number;
+  readonly notifier: LeaseClockNotifier | undefined;
   /** HTTP transport: executors hold no socket, so one app serves every request. */
   private sharedApp: ReturnType<typeof createApp> | undefined;
 
-  constructor(readonly config: WorkerConfig & { DATABASE_URL: string }) {
+  constructor(
+    readonly config: WorkerConfig & { DATABASE_URL: string },
+    clock: ClockNamespace | undefined,
+  ) {
     this.authenticator = createAuthenticator({
       ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: config.AUTH_HS256_SECRET }),
       ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
@@ -106,6 +119,8 @@ class WorkerRuntime {
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
     const edge = (globalThis as { caches?: { default?: EdgeCache } }).caches?.default;
     this.catalogCache = config.CATALOG_CACHE && edge ? new EdgeCatalogCache(edge) : undefined;
+    this.minIntervalMs = config.LEASE_MAINTENANCE_INTERVAL_MS || DEFAULT_MIN_INTERVAL_MS;
+    this.notifier = config.LEASE_MAINTENANCE_INTERVAL_MS > 0 && clock ? new LeaseClockNotifier(clock) : undefined;
   }
 
   /**
@@ -113,7 +128,7 @@ class WorkerRuntime {
    * request's); HTTP ones need nothing per request.
    */
   registry(pools?: RequestPools): Registry {
-    const open = (url: string): SqlExecutor => (pools ? pools.executor(url) : neonHttpExecutor(url));
+    const open = (url: string): SqlExecutor => (pools ? pools.executor(url) : neonHttpExecutor(url, { timeoutMs: this.config.NEON_HTTP_TIMEOUT_MS }));
     const data = open(this.config.DATABASE_URL);
     const control = this.config.CONTROL_DATABASE_URL ? open(this.config.CONTROL_DATABASE_URL) : undefined;
     const catalog = this.config.CATALOG_DATABASE_URL ? open(this.config.CATALOG_DATABASE_URL) : undefined;
@@ -136,30 +151,32 @@ class WorkerRuntime {
         maxStalenessMs: this.config.CATALOG_MAX_STALENESS_MS,
         confirmed: this.confirmedRevision,
       },
+      ...(this.notifier ? { onLease: this.notifier.notify } : {}),
     });
   }
 
   async fetch(request: Request, ctx: WaitUntil): Promise<Response> {
+    // The execution context reaches the routes (c.executionCtx): lease notices use its waitUntil.
+    const executionCtx = ctx as ExecutionContext;
     if (this.config.NEON_TRANSPORT === "http") {
       this.sharedApp ??= this.app(this.registry());
-      return this.sharedApp.fetch(request);
+      return this.sharedApp.fetch(request, undefined, executionCtx);
     }
     const pools = new RequestPools();
     try {
-      return await this.app(this.registry(pools)).fetch(request);
+      return await this.app(this.registry(pools)).fetch(request, undefined, executionCtx);
     } finally {
       ctx.waitUntil(pools.end());
     }
   }
 
-  async maintain(event: ScheduledEventLike): Promise<void> {
+  /** One bounded lease-maintenance cycle (the LeaseClock's alarm). */
+  async maintain(): Promise<MaintenanceCycle> {
     const pools = this.config.NEON_TRANSPORT === "websocket" ? new RequestPools() : undefined;
     try {
-      const result = await runLeaseMaintenance(this.registry(pools), this.bounds);
-      if (result.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", cron: event.cron, ...result }));
-    } catch (error) {
-      console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", cron: event.cron, error: String(error) }));
-      throw error; // the cron invocation is reported as failed
+      const cycle = await runLeaseMaintenance(this.registry(pools), this.bounds);
+      if (cycle.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", ...cycle }));
+      return cycle;
     } finally {
       await pools?.end();
     }
@@ -174,15 +191,19 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
   for (const [name, value] of Object.entries(env)) {
     if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") bindings[name] = String(value);
   }
-  const key = JSON.stringify(Object.entries(bindings).sort(([a], [b]) => (a < b ? -1 : 1)));
+  const key = JSON.stringify([Object.entries(bindings).sort(([a], [b]) => (a < b ? -1 : 1)), env.LEASE_CLOCK !== undefined]);
   let runtime = runtimes.get(key);
   if (!runtime) {
     const parsed = WorkerConfigSchema.safeParse(bindings);
     if (!parsed.success) {
       throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
     }
+    if (parsed.data.LEASE_MAINTENANCE_INTERVAL_MS > 0 && !env.LEASE_CLOCK) {
+      // Without it no lease would ever be expired: refuse, as for any missing binding.
+      throw new Error("LEASE_CLOCK: the lease clock's Durable Object binding is missing (see wrangler.toml); LEASE_MAINTENANCE_INTERVAL_MS=0 runs without lease maintenance");
+    }
     if (parsed.data.NEON_LOCAL_PROXY) pointNeonAtLocalProxy(neonConfig, parsed.data.NEON_LOCAL_PROXY);
-    runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string });
+    runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string }, env.LEASE_CLOCK);
     if (runtimes.size >= 8) runtimes.delete(runtimes.keys().next().value as string);
     runtimes.set(key, runtime);
   }
@@ -212,8 +233,11 @@ export default {
     }
     return runtime.fetch(request, ctx);
   },
-
-  async scheduled(event: ScheduledEventLike, env: WorkerEnv, ctx: WaitUntil): Promise<void> {
-    ctx.waitUntil(runtimeFor(env).maintain(event));
-  },
 };
+
+/** The lease clock (wrangler.toml binding LEASE_CLOCK): same script, same bindings as the Worker. */
+export class LeaseClock extends LeaseClockObject {
+  constructor(state: ClockState, env: WorkerEnv) {
+    super(state, () => runtimeFor(env));
+  }
+}

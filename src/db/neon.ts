@@ -7,7 +7,7 @@
  *   own implicit transaction. No connection set-up at all, so it is the default: every registry
  *   operation is a single statement by design.
  * - WebSocket (`Pool`): the PostgreSQL wire protocol over a WebSocket. A Worker may not keep a
- *   socket beyond the request that opened it, so a pool lives for one request (or one cron run)
+ *   socket beyond the request that opened it, so a pool lives for one request (or one lease-clock alarm)
  *   and is ended with `waitUntil` once the response is on its way.
  */
 import { Pool, neon } from "@neondatabase/serverless";
@@ -15,11 +15,17 @@ import type { SqlExecutor } from "./executor.js";
 
 export type NeonTransport = "http" | "websocket";
 
-export function neonHttpExecutor(connectionString: string): SqlExecutor {
+/**
+ * `timeoutMs` bounds one statement's whole round trip (a compute waking from suspension, the
+ * statement, the answer): past it the call fails, which the registry answers 503 `storage`. The
+ * statement may still commit; every registry call is safe to retry (docs/reliability.md).
+ */
+export function neonHttpExecutor(connectionString: string, options: { timeoutMs?: number } = {}): SqlExecutor {
   const sql = neon(connectionString);
   return {
     async query<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
-      return (await sql.query(text, [...params])) as R[];
+      const fetchOptions = options.timeoutMs ? { signal: AbortSignal.timeout(options.timeoutMs) } : undefined;
+      return (await sql.query(text, [...params], fetchOptions ? { fetchOptions } : undefined)) as R[];
     },
   };
 }

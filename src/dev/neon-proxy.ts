@@ -11,6 +11,15 @@
  *  - `GET /v1?address=host:port` (WebSocket upgrade) the path used by `Pool` /
  *    `Client`: a dumb pipe carrying the raw PostgreSQL wire protocol in binary
  *    WebSocket frames, like https://github.com/neondatabase/wsproxy.
+ *  - optionally (`tcp: true`) a plain TCP port carrying the PostgreSQL wire
+ *    protocol, like a Neon endpoint's own host: what `pg` (the Node server) uses.
+ *
+ * For tests it counts and logs the statements it forwards (GET /__stats,
+ * GET /__stats/log, POST /__stats/reset) and can stand in for a suspended
+ * compute (POST /__suspend?wake_ms=N, or `suspend()`): open connections are
+ * closed, and the next statement or connection waits `wake_ms` before
+ * anything reaches PostgreSQL; everything arriving meanwhile waits for the
+ * same wake-up.
  *
  * The connection string's host is never resolved (use a fake one such as
  * `db.localtest.me`): every connection goes to `pgHost:pgPort`. User, password
@@ -20,7 +29,7 @@
  * PGHOST, PGPORT) starts it and prints the client settings.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect as netConnect, type Socket } from 'node:net';
+import { connect as netConnect, createServer as createTcpServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
@@ -50,6 +59,19 @@ export interface NeonProxyOptions {
   maxClientsPerKey?: number;
   /** Called for unexpected internal errors (default: console.error). */
   onError?: (err: unknown) => void;
+  /** Also listen on a plain TCP port (PostgreSQL wire protocol); 0 or true picks an ephemeral port. */
+  tcp?: boolean | { port: number };
+}
+
+/** One statement the proxy forwarded (at most the last 2 000 are kept, until reset()). */
+export interface LoggedStatement {
+  /** Epoch milliseconds when the proxy received it. */
+  at: number;
+  via: 'http' | 'ws' | 'tcp';
+  user?: string;
+  database?: string;
+  /** The statement text (at most its first 200 characters). */
+  text: string;
 }
 
 /** Counters for one WebSocket connection (client-to-server direction only). */
@@ -85,7 +107,13 @@ export interface NeonProxyStats {
     /** Per-connection detail; closed ones are kept (capped) until reset(). */
     connections: WsConnectionStats[];
   };
-  /** http.statements + ws.queries + ws.parses: "SQL statements sent" overall. */
+  /** The plain TCP port's connections and their 'Q' and 'P' messages. */
+  tcp: { opened: number; queries: number; parses: number };
+  /** Wake-ups from a suspension (each delayed the work waiting for it). */
+  wakes: number;
+  /** The last statements forwarded, oldest first. */
+  log: LoggedStatement[];
+  /** http.statements + ws and tcp queries and parses: "SQL statements sent" overall. */
   statements(): number;
   /** Zero all counters and forget closed connections. */
   reset(): void;
@@ -99,7 +127,11 @@ export interface NeonProxy {
   fetchEndpoint: string;
   /** Value for `neonConfig.wsProxy`, e.g. `127.0.0.1:4444/v1`. */
   wsProxy: string;
+  /** The plain TCP port (with `tcp`): connect `pg` to 127.0.0.1:tcpPort with the real credentials. */
+  tcpPort?: number;
   stats: NeonProxyStats;
+  /** Stand in for a suspended compute: close open connections; the next work waits `wakeMs`. */
+  suspend(wakeMs: number): void;
   close(): Promise<void>;
 }
 
@@ -145,6 +177,9 @@ export function configureNeonForLocalProxy(
 // ---------------------------------------------------------------------------
 
 const MAX_STARTUP_LENGTH = 10_000;
+/** Statement text kept per logged statement (bytes read, characters kept). */
+const STATEMENT_CAPTURE_BYTES = 1024;
+const STATEMENT_TEXT_CHARS = 200;
 
 /**
  * Incremental parser of the client-to-server PostgreSQL stream that only
@@ -170,6 +205,11 @@ export class FrontendMessageCounter {
   private headerLength = 0;
   private remaining = 0;
   private startupBody?: Buffer[];
+  /** The start of a Query or Parse body, while it is being read. */
+  private statement?: { parse: boolean; bytes: Buffer[]; length: number };
+
+  /** `onStatement` receives the start of each Query or Parse message's SQL text. */
+  constructor(private readonly onStatement?: (text: string) => void) {}
 
   push(chunk: Uint8Array): void {
     let i = 0;
@@ -177,9 +217,17 @@ export class FrontendMessageCounter {
       if (this.remaining > 0) {
         const n = Math.min(this.remaining, chunk.length - i);
         this.startupBody?.push(Buffer.from(chunk.subarray(i, i + n)));
+        if (this.statement && this.statement.length < STATEMENT_CAPTURE_BYTES) {
+          const piece = chunk.subarray(i, i + Math.min(n, STATEMENT_CAPTURE_BYTES - this.statement.length));
+          this.statement.bytes.push(Buffer.from(piece));
+          this.statement.length += piece.length;
+        }
         this.remaining -= n;
         i += n;
-        if (this.remaining === 0) this.finishStartupBody();
+        if (this.remaining === 0) {
+          this.finishStartupBody();
+          this.finishStatement();
+        }
         continue;
       }
       const headerSize = this.startupPhase ? 8 : 5;
@@ -220,6 +268,20 @@ export class FrontendMessageCounter {
     if (type === 0x51 /* 'Q' */) this.queries++;
     else if (type === 0x50 /* 'P' */) this.parses++;
     this.remaining = length - 4;
+    if ((type === 0x51 || type === 0x50) && this.onStatement) {
+      this.statement = { parse: type === 0x50, bytes: [], length: 0 };
+      if (this.remaining === 0) this.finishStatement();
+    }
+  }
+
+  private finishStatement(): void {
+    if (!this.statement) return;
+    const body = Buffer.concat(this.statement.bytes);
+    // Parse: statement name \0 query \0 ...; Query: query \0.
+    const start = this.statement.parse ? body.indexOf(0) + 1 : 0;
+    const end = body.indexOf(0, start);
+    this.statement = undefined;
+    this.onStatement?.(body.subarray(start, end < 0 ? body.length : end).toString('utf8').slice(0, STATEMENT_TEXT_CHARS));
   }
 
   private finishStartupBody(): void {
@@ -472,19 +534,30 @@ function errorBody(err: unknown): { status: number; body: Record<string, unknown
 // ---------------------------------------------------------------------------
 
 const MAX_CLOSED_CONNECTION_STATS = 1000;
+const MAX_LOGGED_STATEMENTS = 2000;
 /** Pause the TCP side while this much is queued towards the WebSocket. */
 const WS_HIGH_WATER = 1024 * 1024;
 
-function createStats(): NeonProxyStats & { track(c: WsConnectionStats): void } {
+function createStats(): NeonProxyStats & { track(c: WsConnectionStats): void; record(s: LoggedStatement): void } {
   const stats = {
     http: { requests: 0, statements: 0, errors: 0 },
     ws: { opened: 0, queries: 0, parses: 0, connections: [] as WsConnectionStats[] },
+    tcp: { opened: 0, queries: 0, parses: 0 },
+    wakes: 0,
+    log: [] as LoggedStatement[],
     statements() {
-      return stats.http.statements + stats.ws.queries + stats.ws.parses;
+      return stats.http.statements + stats.ws.queries + stats.ws.parses + stats.tcp.queries + stats.tcp.parses;
+    },
+    record(statement: LoggedStatement) {
+      stats.log.push(statement);
+      if (stats.log.length > MAX_LOGGED_STATEMENTS) stats.log.splice(0, stats.log.length - MAX_LOGGED_STATEMENTS);
     },
     reset() {
       stats.http.requests = stats.http.statements = stats.http.errors = 0;
       stats.ws.opened = stats.ws.queries = stats.ws.parses = 0;
+      stats.tcp.opened = stats.tcp.queries = stats.tcp.parses = 0;
+      stats.wakes = 0;
+      stats.log = [];
       // Open connections keep their object but restart from zero.
       stats.ws.connections = stats.ws.connections.filter((c) => c.open);
       for (const c of stats.ws.connections) c.queries = c.parses = 0;
@@ -506,6 +579,8 @@ function createStats(): NeonProxyStats & { track(c: WsConnectionStats): void } {
 export interface NeonProxyStatsSnapshot {
   http: { requests: number; statements: number; errors: number };
   ws: { opened: number; open: number; queries: number; parses: number };
+  tcp: { opened: number; queries: number; parses: number };
+  wakes: number;
   statements: number;
 }
 
@@ -518,6 +593,8 @@ function statsSnapshot(stats: NeonProxyStats): NeonProxyStatsSnapshot {
       queries: stats.ws.queries,
       parses: stats.ws.parses,
     },
+    tcp: { ...stats.tcp },
+    wakes: stats.wakes,
     statements: stats.statements(),
   };
 }
@@ -535,8 +612,42 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
 
   const stats = createStats();
   const pools = new Map<string, pg.Pool>();
-  const tunnels = new Set<{ ws: WebSocket; socket: Socket }>();
+  const tunnels = new Set<{ ws: WebSocket; socket?: Socket }>();
+  const tcpTunnels = new Set<{ client: Socket; upstream?: Socket }>();
   let closing = false;
+
+  // A stand-in for a suspended compute: the first work after suspend() starts a wake-up of
+  // `suspendedFor` ms, and everything arriving meanwhile waits for the same one.
+  let suspendedFor: number | undefined;
+  let waking: Promise<void> | undefined;
+  function awake(): Promise<void> {
+    if (waking) return waking;
+    if (suspendedFor === undefined) return Promise.resolve();
+    const ms = suspendedFor;
+    waking = new Promise<void>((resolve) => setTimeout(resolve, ms)).then(() => {
+      suspendedFor = undefined;
+      waking = undefined;
+      stats.wakes++;
+    });
+    return waking;
+  }
+  function suspend(wakeMs: number): void {
+    if (!Number.isFinite(wakeMs) || wakeMs < 0) throw new RangeError('wakeMs must be a non-negative number');
+    suspendedFor = wakeMs;
+    // A suspending compute closes its connections.
+    for (const { ws, socket } of tunnels) {
+      socket?.destroy();
+      ws.terminate();
+    }
+    tunnels.clear();
+    for (const { client, upstream } of tcpTunnels) {
+      upstream?.destroy();
+      client.destroy();
+    }
+    tcpTunnels.clear();
+    for (const pool of pools.values()) void pool.end().catch(() => {});
+    pools.clear();
+  }
 
   /** One small pg pool per credential set, so each role keeps its own sessions. */
   function poolFor(conn: ReturnType<typeof parseConnectionString>): pg.Pool {
@@ -589,7 +700,11 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
         : undefined;
     const single = batch ? undefined : parseQueryData(body);
     stats.http.statements += batch ? batch.length : 1;
+    for (const q of batch ?? [single!]) {
+      stats.record({ at: Date.now(), via: 'http', user: conn.user, database: conn.database, text: q.query.slice(0, STATEMENT_TEXT_CHARS) });
+    }
 
+    await awake();
     const client = await poolFor(conn).connect();
     // Anything other than a clean, idle client is destroyed instead of reused.
     let releaseError: Error | undefined;
@@ -662,6 +777,20 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
       sendJson(res, 200, statsSnapshot(stats));
       return;
     }
+    if (pathname === '/__stats/log' && req.method === 'GET') {
+      sendJson(res, 200, { statements: stats.log });
+      return;
+    }
+    if (pathname === '/__suspend' && req.method === 'POST') {
+      const wakeMs = Number(new URL(req.url ?? '/', 'http://localhost').searchParams.get('wake_ms') ?? '0');
+      if (!Number.isInteger(wakeMs) || wakeMs < 0 || wakeMs > 600_000) {
+        sendJson(res, 400, { message: 'wake_ms must be an integer from 0 to 600000' });
+        return;
+      }
+      suspend(wakeMs);
+      sendJson(res, 200, { suspended: true, wake_ms: wakeMs });
+      return;
+    }
     if (pathname !== '/sql' || req.method !== 'POST') {
       sendJson(res, 404, { message: `not found: ${req.method} ${pathname} (use POST /sql or WebSocket /v1)` });
       return;
@@ -694,15 +823,15 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
   });
 
   function pipe(ws: WebSocket, address: string, targetPort: number): void {
-    const counter = new FrontendMessageCounter();
+    const counter: FrontendMessageCounter = new FrontendMessageCounter((text) =>
+      stats.record({ at: Date.now(), via: 'ws', user: counter.user, database: counter.database, text }),
+    );
     const connStats: WsConnectionStats = { id: nextConnectionId++, address, queries: 0, parses: 0, open: true };
     stats.track(connStats);
-    // Node buffers writes made while the TCP connect is still in progress, so
-    // the driver's early StartupMessage is not lost.
-    const socket = netConnect({ host: pgHost, port: targetPort });
-    socket.setNoDelay(true);
-    const tunnel = { ws, socket };
+    const tunnel: { ws: WebSocket; socket?: Socket } = { ws };
     tunnels.add(tunnel);
+    // Frames that arrive before PostgreSQL is connected (while a suspended compute wakes up).
+    const pending: Buffer[] = [];
 
     let closed = false;
     const closeBoth = (code: number, reason: string) => {
@@ -710,11 +839,20 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
       closed = true;
       connStats.open = false;
       tunnels.delete(tunnel);
-      socket.destroy();
+      tunnel.socket?.destroy();
       if (ws.readyState === WebSocket.OPEN) ws.close(code, reason);
       else ws.terminate();
     };
 
+    const forward = (chunk: Buffer) => {
+      const socket = tunnel.socket;
+      if (!socket) {
+        pending.push(chunk);
+      } else if (!socket.write(chunk)) {
+        ws.pause(); // backpressure: stop reading frames until PostgreSQL catches up
+        socket.once('drain', () => ws.resume());
+      }
+    };
     ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
       // binaryType is the default 'nodebuffer', so this is normally a Buffer already.
       const chunk = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
@@ -725,21 +863,77 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
       connStats.parses = counter.parses;
       connStats.user ??= counter.user;
       connStats.database ??= counter.database;
-      if (!socket.write(chunk)) {
-        ws.pause(); // backpressure: stop reading frames until PostgreSQL catches up
-        socket.once('drain', () => ws.resume());
-      }
-    });
-    socket.on('data', (chunk: Buffer) => {
-      ws.send(chunk, { binary: true }, () => {
-        if (socket.isPaused() && ws.bufferedAmount < WS_HIGH_WATER / 2) socket.resume();
-      });
-      if (ws.bufferedAmount > WS_HIGH_WATER) socket.pause();
+      forward(chunk);
     });
     ws.on('close', () => closeBoth(1000, ''));
     ws.on('error', () => closeBoth(1011, 'websocket error'));
-    socket.on('close', () => closeBoth(1000, 'database connection closed'));
-    socket.on('error', (err) => closeBoth(1011, `database connection error: ${err.message}`.slice(0, 120)));
+
+    void awake().then(() => {
+      if (closed) return;
+      // Node buffers writes made while the TCP connect is still in progress, so
+      // the driver's early StartupMessage is not lost.
+      const socket = netConnect({ host: pgHost, port: targetPort });
+      socket.setNoDelay(true);
+      tunnel.socket = socket;
+      for (const chunk of pending.splice(0)) forward(chunk);
+      socket.on('data', (chunk: Buffer) => {
+        ws.send(chunk, { binary: true }, () => {
+          if (socket.isPaused() && ws.bufferedAmount < WS_HIGH_WATER / 2) socket.resume();
+        });
+        if (ws.bufferedAmount > WS_HIGH_WATER) socket.pause();
+      });
+      socket.on('close', () => closeBoth(1000, 'database connection closed'));
+      socket.on('error', (err) => closeBoth(1011, `database connection error: ${err.message}`.slice(0, 120)));
+    });
+  }
+
+  /** The plain TCP path: the same pipe and counter, without the WebSocket framing. */
+  function tcpPipe(client: Socket): void {
+    stats.tcp.opened++;
+    let seen = { queries: 0, parses: 0 };
+    const counter: FrontendMessageCounter = new FrontendMessageCounter((text) =>
+      stats.record({ at: Date.now(), via: 'tcp', user: counter.user, database: counter.database, text }),
+    );
+    const tunnel: { client: Socket; upstream?: Socket } = { client };
+    tcpTunnels.add(tunnel);
+    const pending: Buffer[] = [];
+    let closed = false;
+    const closeBoth = () => {
+      if (closed) return;
+      closed = true;
+      tcpTunnels.delete(tunnel);
+      tunnel.upstream?.destroy();
+      client.destroy();
+    };
+    const forward = (chunk: Buffer) => {
+      const upstream = tunnel.upstream;
+      if (!upstream) {
+        pending.push(chunk);
+      } else if (!upstream.write(chunk)) {
+        client.pause();
+        upstream.once('drain', () => client.resume());
+      }
+    };
+    client.setNoDelay(true);
+    client.on('data', (chunk: Buffer) => {
+      counter.push(chunk);
+      stats.tcp.queries += counter.queries - seen.queries;
+      stats.tcp.parses += counter.parses - seen.parses;
+      seen = { queries: counter.queries, parses: counter.parses };
+      forward(chunk);
+    });
+    client.on('close', closeBoth);
+    client.on('error', closeBoth);
+    void awake().then(() => {
+      if (closed) return;
+      const upstream = netConnect({ host: pgHost, port: pgPort });
+      upstream.setNoDelay(true);
+      tunnel.upstream = upstream;
+      for (const chunk of pending.splice(0)) forward(chunk);
+      upstream.pipe(client);
+      upstream.on('close', closeBoth);
+      upstream.on('error', closeBoth);
+    });
   }
 
   await new Promise<void>((resolve, reject) => {
@@ -754,24 +948,46 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
   const hostForUrl = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
   const url = `http://${hostForUrl}:${address.port}`;
 
+  const tcpServer = options.tcp ? createTcpServer((socket) => tcpPipe(socket)) : undefined;
+  let tcpPort: number | undefined;
+  if (tcpServer) {
+    const wanted = typeof options.tcp === 'object' ? options.tcp.port : 0;
+    await new Promise<void>((resolve, reject) => {
+      tcpServer.once('error', reject);
+      tcpServer.listen(wanted, host, () => {
+        tcpServer.off('error', reject);
+        resolve();
+      });
+    });
+    tcpPort = (tcpServer.address() as { port: number }).port;
+  }
+
   return {
     port: address.port,
     url,
     fetchEndpoint: `${url}/sql`,
     wsProxy: `${hostForUrl}:${address.port}/v1`,
+    ...(tcpPort !== undefined ? { tcpPort } : {}),
     stats,
+    suspend,
     async close() {
       if (closing) return;
       closing = true;
       for (const { ws, socket } of tunnels) {
-        socket.destroy();
+        socket?.destroy();
         ws.terminate();
       }
       tunnels.clear();
+      for (const { client, upstream } of tcpTunnels) {
+        upstream?.destroy();
+        client.destroy();
+      }
+      tcpTunnels.clear();
+      const tcpClosed = tcpServer ? new Promise<void>((resolve) => tcpServer.close(() => resolve())) : Promise.resolve();
       const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Keep-alive HTTP connections (undici's fetch pool) would hold close() open.
       server.closeAllConnections();
-      await Promise.all([serverClosed, ...[...pools.values()].map((p) => p.end())]);
+      await Promise.all([serverClosed, tcpClosed, ...[...pools.values()].map((p) => p.end())]);
       pools.clear();
     },
   };

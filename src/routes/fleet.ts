@@ -4,11 +4,12 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
+import { announceLease, type LeaseListener } from "../lease-events.js";
 import type { Registry } from "../registry/registry.js";
 import { FleetRegions, FleetStatus, LeaseExpiryResult } from "../schemas.js";
 import { bearer, json, problems } from "./common.js";
 
-export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
+export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, onLease?: LeaseListener): void {
   app.openapi(
     createRoute({
       method: "get",
@@ -49,12 +50,17 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
         "Marks up to `limit` (default 500, at most 10000) replicas whose lease ended offline, earliest lease first, and settles " +
         "their reserved routes as lease_expired, releasing capacity. Destinations recorded in routes are never rewritten and no " +
         "endpoint is contacted. Concurrent calls take disjoint batches. Routing already ignores an ended lease, so this only " +
-        "returns capacity; the Node server and the Worker's cron trigger run it on their own.",
+        "returns capacity; the Node server's timer and the Worker's LeaseClock alarm run it on their own at lease deadlines. " +
+        "`next_deadline` also re-arms them: a cycle is then due no later than that time.",
       security: bearer,
       middleware: [requireScope("registry:admin")],
       request: { query: z.object({ limit: z.coerce.number().int().min(1).max(10000).optional() }) },
       responses: { 200: json(LeaseExpiryResult, "How many replicas expired and routes were released"), ...problems() },
     }),
-    async (c) => c.json(await registry.expireLeases(c.req.valid("query").limit ?? 500), 200),
+    async (c) => {
+      const result = await registry.expireLeases(c.req.valid("query").limit ?? 500);
+      if (result.next_deadline !== null) announceLease(c, onLease, { source: "expiry", expires_at: result.next_deadline });
+      return c.json(result, 200);
+    },
   );
 }

@@ -8,12 +8,13 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
+import { announceLease, type LeaseListener } from "../lease-events.js";
 import { RegistryError } from "../registry/errors.js";
-import type { Registry } from "../registry/registry.js";
+import type { LifecycleResult, Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";
 import { bearer, json, jsonBody, pathId, problems } from "./common.js";
 
-export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
+export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, onLease?: LeaseListener): void {
   app.openapi(
     createRoute({
       method: "post",
@@ -47,12 +48,20 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       const { replica_id, operation } = c.req.valid("param");
       const principal = c.get("principal");
       const request = c.req.valid("json");
-      if (principal.peerPrincipalId) return c.json(await registry.replicaLifecycle(replica_id, operation, request, principal.peerPrincipalId), 200);
-      if (!principal.scopes.has("registry:admin")) {
+      let answer: LifecycleResult;
+      if (principal.peerPrincipalId) {
+        answer = await registry.replicaLifecycle(replica_id, operation, request, principal.peerPrincipalId);
+      } else if (!principal.scopes.has("registry:admin")) {
         throw new RegistryError("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas");
+      } else {
+        // Operator authority lives in the control role: a data-plane-only process refuses it (403).
+        answer = await registry.operatorReplicaLifecycle(replica_id, operation, request);
       }
-      // Operator authority lives in the control role: a data-plane-only process refuses it (403).
-      return c.json(await registry.operatorReplicaLifecycle(replica_id, operation, request), 200);
+      // A live lease: lease maintenance must be due no later than its end.
+      if (operation !== "offline" && answer.status !== "offline" && answer.lease_expires_at !== null) {
+        announceLease(c, onLease, { source: "lifecycle", operation, replica_id: answer.replica_id, sequence: answer.sequence, expires_at: answer.lease_expires_at });
+      }
+      return c.json(answer, 200);
     },
   );
 }

@@ -153,7 +153,7 @@ describe.each(MODES)("routing plans at fleet scale (%s)", (mode) => {
       [replicas],
     );
     expect(rows[0].offline).toBe(new Set(replicas).size);
-    // An idle pass (nothing expired) runs every minute of a quiet fleet's life.
+    // A pass that expires nothing: an alarm at a deadline that heartbeats have since moved.
     for (let n = 0; n < 6; n++) plans.push(...(await capture("SELECT aip_expire_leases(100)")));
     expect(seqScans(plans)).toEqual([]);
     expect([...indexed(plans)]).toEqual(expect.arrayContaining(["aip_connector_replicas", "aip_route_assignments"]));

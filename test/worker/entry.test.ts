@@ -1,16 +1,13 @@
 /**
  * The Worker entry itself: served through the runtime's own dispatch (SELF, with wrangler.toml's
  * main and the project's bindings), the data-plane-only deployment, the schema gate (refuses a
- * mismatch with 503, recovers once the schema matches), a misconfigured deployment, and the cron
- * trigger (one bounded lease-maintenance cycle: an expired replica goes offline, its route is
- * released).
+ * mismatch with 503, recovers once the schema matches) and a misconfigured deployment. Lease
+ * maintenance (the LeaseClock Durable Object) is test/worker/lease-clock.test.ts.
  */
-import { SELF, createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
+import { SELF } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import worker from "../../src/worker.js";
-import { letLeaseExpire } from "../conformance/fleet.js";
 import { conformancePrefix } from "../conformance/index.js";
-import { Api, expectProblem, publishFleet, smallFleet } from "../conformance/target.js";
+import { Api, expectProblem, smallFleet } from "../conformance/target.js";
 import { connectorType } from "../support/fleet.js";
 import { TRANSPORTS, callWorker, databaseUrlOf, mint, ownerSql, workerEnv, workerTarget } from "./support.js";
 
@@ -98,36 +95,13 @@ describe("misconfiguration", () => {
     ["no DATABASE_URL", { DATABASE_URL: undefined }],
     ["no auth", { AUTH_HS256_SECRET: undefined }],
     ["an unknown transport", { NEON_TRANSPORT: "carrier-pigeon" }],
+    ["lease maintenance without the lease clock's binding", { LEASE_MAINTENANCE_INTERVAL_MS: "1000", LEASE_CLOCK: undefined }],
   ])("%s: 500 internal, without details", async (_name, overrides) => {
     const response = await callWorker(workerEnv(overrides), "/healthz");
     expect(response.status).toBe(500);
     expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
     const body = (await response.json()) as Record<string, unknown>;
     expect(body).toMatchObject({ code: "internal", status: 500 });
-    expect(JSON.stringify(body)).not.toMatch(/DATABASE_URL|AUTH_|pigeon/);
-  });
-});
-
-describe.each(TRANSPORTS)("scheduled lease maintenance (%s)", (transport) => {
-  const bindings = workerEnv({ NEON_TRANSPORT: transport });
-  const api = new Api(workerTarget(bindings, conformancePrefix("cron")));
-
-  it("marks an expired lease offline and releases its route", async () => {
-    const tenant = `${api.prefix}-tenant`;
-    const fleet = await smallFleet(api.prefix, { tenants: [tenant] });
-    const replicaId = fleet.replicas[tenant] as string;
-    const { sequences } = await publishFleet(api, fleet);
-    const token = await api.tenant(tenant);
-    expect((await api.call("PUT", `/v1/routes/act_${api.prefix}`, { token, body: { capability_id: fleet.capabilities[0] } })).status).toBe(201);
-    await letLeaseExpire(api, replicaId, sequences[replicaId] as number);
-
-    const ctx = createExecutionContext();
-    await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "* * * * *" }), bindings, ctx);
-    await waitOnExecutionContext(ctx);
-
-    const view = await api.call("GET", `/v1/admin/replicas/${replicaId}`, { token: await api.admin() });
-    expect(view.body).toMatchObject({ status: "offline", active_assignments: 0 });
-    const route = await api.call("GET", `/v1/routes/act_${api.prefix}`, { token });
-    expect(route.headers.get("aip-last-settlement")).toBe("lease_expired");
+    expect(JSON.stringify(body)).not.toMatch(/DATABASE_URL|AUTH_|pigeon|LEASE_/);
   });
 });

@@ -49,6 +49,7 @@ export function workerTarget(bindings: WorkerEnv, prefix: string): ConformanceTa
 export interface ProxyStats {
   http: { requests: number; statements: number; errors: number };
   ws: { opened: number; open: number; queries: number; parses: number };
+  wakes: number;
   statements: number;
 }
 
@@ -57,10 +58,41 @@ export async function proxyStats(): Promise<ProxyStats> {
   return (await response.json()) as ProxyStats;
 }
 
+export async function resetProxyStats(): Promise<void> {
+  await (await fetch(`${inject("neonProxyUrl")}/__stats/reset`, { method: "POST" })).arrayBuffer();
+}
+
+export interface ProxiedStatement {
+  at: number;
+  via: "http" | "ws" | "tcp";
+  user?: string;
+  database?: string;
+  text: string;
+}
+
+/** The statements the registry's own roles sent since the last reset (owner SQL of the tests left out). */
+export async function registryStatements(): Promise<ProxiedStatement[]> {
+  const { statements } = (await (await fetch(`${inject("neonProxyUrl")}/__stats/log`)).json()) as { statements: ProxiedStatement[] };
+  const owner = new URL(inject("pgServer").adminUrl).username;
+  return statements.filter((s) => s.user !== owner);
+}
+
+/** The proxy stands in for a suspended compute: connections close, the next work waits `wakeMs`. */
+export async function suspendDatabase(wakeMs: number): Promise<void> {
+  const response = await fetch(`${inject("neonProxyUrl")}/__suspend?wake_ms=${wakeMs}`, { method: "POST" });
+  if (!response.ok) throw new Error(`suspend failed: ${response.status}`);
+  await response.arrayBuffer();
+}
+
+/** The owner's (superuser's) connection string for `database`, the way a Worker holds one. */
+export function ownerUrl(database: string): string {
+  const admin = new URL(inject("pgServer").adminUrl);
+  return `postgres://${admin.username}:${admin.password}@db.localtest.me:5432/${database}`;
+}
+
 /** Owner (superuser) SQL on `database`, through the proxy's HTTP path. */
 export function ownerSql(database: string) {
-  const admin = new URL(inject("pgServer").adminUrl);
-  return neon(`postgres://${admin.username}:${admin.password}@db.localtest.me:5432/${database}`);
+  return neon(ownerUrl(database));
 }
 
 /** The worker suite's database URL for `login`, on another database. */
