@@ -287,18 +287,45 @@ const CheckStatus = z.enum(["not_evaluated", "passed", "failed"]);
 export const Attestation = boundedNesting(
   z.looseObject({
     artifact_digest: Digest,
+    schema_bundle_digest: Digest.openapi({
+      description: "SHA-256 of the canonical `{\"schemas\": [{capability_id, input, output}, ...]}` of the manifest's capabilities, in manifest order; verified at admission.",
+    }),
     sbom_digest: Digest,
     provenance_digest: Digest,
+    conformance_report_digest: Digest,
+    vulnerability_report_digest: Digest,
+    license_report_digest: Digest,
     signature_ref: Id(512),
     signer_identity: Id(512),
-    owner: Id(512),
-    supported_aip_versions: z.array(z.string()),
+    owner: Id(512).openapi({ description: "Must equal the connector type's owner." }),
+    supported_aip_versions: z.array(z.string()).openapi({ description: "Must contain \"1.0\"." }),
+    sdk_version_requirement: Id(256).openapi({
+      description: "A Cargo-style semver requirement (e.g. `^1.0`); it must include this registry's SDK version, 1.0.0.",
+      example: "^1.0",
+    }),
     conformance_status: CheckStatus,
     vulnerability_policy_status: CheckStatus,
     license_policy_status: CheckStatus,
     revocation_status: CheckStatus,
   }),
-).openapi("Attestation");
+).openapi("Attestation", { description: "Supply-chain evidence: every digest well-formed, every status `passed`." });
+
+const Claim = z.boolean().optional();
+/** What the implementation behind one capability supports; an absent member is false. */
+export const ImplementationSupport = z
+  .object({
+    invocation: Claim,
+    cancellation: Claim,
+    streaming: Claim,
+    retry: Claim,
+    transaction: Claim,
+    reconciliation: Claim,
+    compensation: Claim,
+    approval: Claim,
+    credentials: Claim,
+  })
+  .strict()
+  .openapi("ImplementationSupport");
 
 const PositiveLimit = z.number().int().min(1).max(2147483647).nullable().optional();
 
@@ -316,9 +343,28 @@ export const Change = z
         manifest: Manifest,
         manifest_digest: Digest,
         attestation: Attestation,
+        implementation_support: z
+          .record(z.string(), ImplementationSupport)
+          .optional()
+          .openapi({
+            description:
+              "Per capability ID: every callable capability (any `kind` but `resource`) needs an entry claiming `invocation`, " +
+              "and each entry must support what its capability's contract declares (cancellation, streaming, retry, transaction, " +
+              "reconciliation, compensation, approval, credentials).",
+          }),
       })
       .strict(),
     z.object({ op: z.literal("set_version_status"), id: Id(), status: z.enum(["candidate", "admitted", "active", "revoked"]) }).strict(),
+    z
+      .object({
+        op: z.literal("set_version_qualification"),
+        id: Id(),
+        supply_chain_qualified: z.boolean().openapi({
+          description: "false revokes the version's supply-chain qualification (it leaves every catalog and takes no route); true restores it after re-checking the stored evidence.",
+        }),
+        reason: Id(1024).nullable().optional(),
+      })
+      .strict(),
     z
       .object({
         op: z.literal("put_instance"),

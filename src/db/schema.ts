@@ -68,7 +68,12 @@ export const connectorVersions = pgTable(
     manifestDigest: text("manifest_digest").notNull(),
     manifest: jsonb("manifest").notNull(),
     attestation: jsonb("attestation").notNull(),
+    /** Per capability ID, what the implementation behind it supports (invocation, cancellation, ...): the claims admission checked. */
+    implementationSupport: jsonb("implementation_support").notNull().default(sql`'{}'::jsonb`),
+    /** True once admission accepted the supply-chain evidence; an operator may revoke it (set_version_qualification). */
     supplyChainQualified: boolean("supply_chain_qualified").notNull(),
+    /** Why qualification last changed after admission (an operator's reason); null while it stands as admitted. */
+    qualificationReason: text("qualification_reason"),
     admittedAt: ms("admitted_at").notNull().default(sql`now()`),
     updatedAt: updatedAt(),
   },

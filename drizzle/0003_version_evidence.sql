@@ -1,0 +1,2 @@
+ALTER TABLE "aip_connector_versions" ADD COLUMN "implementation_support" jsonb DEFAULT '{}'::jsonb NOT NULL;--> statement-breakpoint
+ALTER TABLE "aip_connector_versions" ADD COLUMN "qualification_reason" text;
