@@ -24,6 +24,7 @@ import { registerAdminRoutes } from "./routes/admin.js";
 import { registerCatalogRoutes } from "./routes/catalog.js";
 import { registerFleetRoutes } from "./routes/fleet.js";
 import { registerOpsRoutes } from "./routes/ops.js";
+import { registerReaderRoutes } from "./routes/reader.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
 import { registerRoutingRoutes } from "./routes/routing.js";
 
@@ -68,6 +69,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use("/v1/catalog/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/routes/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/replicas/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
+  app.use("/v1/registry/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/fleet/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/*", authenticate(options.authenticator));
 
@@ -75,6 +77,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerCatalogRoutes(app, registry);
   registerRoutingRoutes(app, registry);
   registerReplicaRoutes(app, registry);
+  registerReaderRoutes(app, registry);
   registerAdminRoutes(app, registry);
   registerFleetRoutes(app, registry);
   if (options.dashboard ?? true) registerDashboardRoute(app);

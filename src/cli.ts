@@ -75,7 +75,7 @@ const COMMANDS: Record<string, Command> = {
     summary: "Mint a development token (HS256, the server's secret)",
     usage:
       "token --scope S[,S...] [--tenant ID] [--peer-principal ID] [--ttl 1h] [--subject NAME] [--json | --dashboard] [--data-dir DIR]\n" +
-      "  Scopes: catalog:read routes:write routes:read replicas:write registry:admin fleet:read.\n" +
+      "  Scopes: catalog:read routes:write routes:read replicas:write registry:read registry:admin fleet:read.\n" +
       "  --peer-principal: a connector-host token (replicas:write) drives only the replicas provisioned for this principal.\n" +
       "  Secret: AUTH_HS256_SECRET, else DIR/auth-secret (written by npm start). --dashboard prints a dashboard link carrying the token.",
     options: {

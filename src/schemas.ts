@@ -470,6 +470,64 @@ export const PublicationResult = z
   });
 export type PublicationResult = z.infer<typeof PublicationResult>;
 
+// Registry reader -------------------------------------------------------------------------------
+// Identity and state only: no credential or configuration reference, no manifest.
+const CapabilityDigests = z.object({ id: z.string(), contract_digest: Digest, schema_digest: Digest });
+
+export const VersionIdentity = z
+  .object({
+    id: z.string(),
+    connector_type_id: z.string(),
+    version: z.string(),
+    status: z.enum(["admitted", "active", "revoked"]),
+    supply_chain_qualified: z.boolean(),
+    artifact_digest: Digest,
+    manifest_digest: Digest,
+    attestation: z.record(z.string(), z.unknown()),
+    implementation_support: z.record(z.string(), z.record(z.string(), z.boolean())),
+    capabilities: z.array(CapabilityDigests).openapi({ description: "In capability ID order; the definitions are the catalog's." }),
+    profiles: z.array(z.string()),
+    admitted_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("VersionIdentity");
+export type VersionIdentity = z.infer<typeof VersionIdentity>;
+
+export const InstanceIdentity = z
+  .object({
+    id: z.string(),
+    connector_type_id: z.string(),
+    version_id: z.string().openapi({ description: "The instance's current rollout version." }),
+    tenant_id: z.string(),
+    config_revision: z.number().int(),
+    status: z.enum(["enabled", "disabled"]),
+    updated_at: Timestamp,
+  })
+  .openapi("InstanceIdentity", { description: "An instance without its secret_provider_ref." });
+export type InstanceIdentity = z.infer<typeof InstanceIdentity>;
+
+export const ReplicaIdentity = z
+  .object({
+    id: z.string(),
+    instance_id: z.string(),
+    version_id: z.string(),
+    endpoint: z.string(),
+    peer_principal_id: z.string(),
+    peer_principal_kind: z.string(),
+    peer_did: z.string(),
+    trust_domain: z.string(),
+    transport_profile: z.string(),
+    topology: Topology,
+    status: z.enum(["ready", "draining", "offline"]),
+    lease_expires_at: Timestamp.nullable().openapi({ description: "A replica is live while this is in the future and it is not offline." }),
+    capacity: z.number().int(),
+    active_assignments: z.number().int(),
+    health_revision: z.number().int().openapi({ description: "The sequence its host fences on." }),
+    updated_at: Timestamp,
+  })
+  .openapi("ReplicaIdentity");
+export type ReplicaIdentity = z.infer<typeof ReplicaIdentity>;
+
 // Fleet -----------------------------------------------------------------------------------------
 export const FleetStatus = z
   .object({

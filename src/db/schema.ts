@@ -266,6 +266,8 @@ export const connectorReplicas = pgTable(
     // filtered on the few rows that index returns, keeping hot columns out of it.
     index("aip_connector_replicas_routing_idx").on(t.instanceId, t.versionId),
     index("aip_connector_replicas_version_idx").on(t.versionId),
+    // The registry reader finds a connector host's own replicas (never updated: HOT still applies).
+    index("aip_connector_replicas_peer_idx").on(t.peerPrincipalId),
     // Lease maintenance finds expired live replicas without scanning the fleet.
     index("aip_connector_replicas_lease_idx")
       .on(t.leaseExpiresAt, t.replicaId)

@@ -6,6 +6,7 @@ import { catalogConformance } from "./catalog.js";
 import { fleetConformance } from "./fleet.js";
 import { operationsConformance } from "./operations.js";
 import { publicationConformance } from "./publication.js";
+import { readerConformance } from "./reader.js";
 import { replicaConformance } from "./replicas.js";
 import { routingConformance } from "./routing.js";
 import { Api, type ConformanceTarget } from "./target.js";
@@ -19,6 +20,7 @@ export function defineConformanceSuite(target: ConformanceTarget): void {
   catalogConformance(api);
   routingConformance(api);
   replicaConformance(api);
+  readerConformance(api);
   fleetConformance(api);
 }
 
