@@ -768,6 +768,43 @@ $$;
 -- Replica provisioning ------------------------------------------------------------------------------
 -- Operators provision host identities; hosts then register and heartbeat (replicas.sql). A new
 -- replica starts offline. Provisioning never advances the catalog revision.
+
+-- A replica endpoint: an absolute http(s) URL with a host (a DNS name, an IPv4 or a bracketed IPv6
+-- address, optionally a port), and no credentials, query or fragment. Hosts may contain `_`, as
+-- Docker and Compose service names do. Whitespace, control characters and backslashes are refused
+-- too: a URL parser would silently drop or rewrite them, and a route pins the string as given.
+-- This is the structural rule the database relies on; the HTTP schema (src/schemas.ts,
+-- replicaEndpointProblem) also runs the WHATWG URL parser, as the reference runs the url crate, so
+-- that what this accepts and a parser refuses (an IPv4 address out of range, a malformed
+-- percent-escape in a host) is refused before it gets here.
+CREATE FUNCTION aip_check_endpoint(p_field text, p_value text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  m text[] := regexp_match(p_value, '^[Hh][Tt][Tt][Pp][Ss]?://([^/]*)(/.*)?$');
+  v_authority text := m[1];
+  v_port text;
+BEGIN
+  IF m IS NULL THEN
+    PERFORM aip_invalid_field(p_field, 'must be an absolute http or https URL');
+  END IF;
+  IF p_value ~ '[[:space:][:cntrl:]]' OR strpos(p_value, E'\\') > 0 THEN
+    PERFORM aip_invalid_field(p_field, 'must not contain whitespace, control characters or backslashes');
+  END IF;
+  IF strpos(p_value, '?') > 0 OR strpos(p_value, '#') > 0 THEN
+    PERFORM aip_invalid_field(p_field, 'must not have a query or fragment');
+  END IF;
+  IF strpos(v_authority, '@') > 0 THEN
+    PERFORM aip_invalid_field(p_field, 'must not carry credentials');
+  END IF;
+  -- host: a bracketed IPv6 address, or a name without the characters that cannot be in one
+  v_port := substring(v_authority FROM '^(?:\[[0-9A-Fa-f:.]+\]|[^][<>^|/@:]+)(?::([0-9]*))?$');
+  IF v_authority !~ '^(?:\[[0-9A-Fa-f:.]+\]|[^][<>^|/@:]+)(?::[0-9]*)?$' OR coalesce(nullif(v_port, ''), '0')::numeric > 65535 THEN
+    PERFORM aip_invalid_field(p_field, 'must have a host (a name, an IPv4 address or a bracketed IPv6 address) and at most a port up to 65535');
+  END IF;
+  RETURN p_value;
+END
+$$;
+
 CREATE FUNCTION aip_prep_put_replica(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -786,9 +823,7 @@ BEGIN
   IF jsonb_typeof(v_topology) <> 'object' THEN
     PERFORM aip_invalid_field('topology', 'must be an object');
   END IF;
-  IF v_endpoint !~ '^https?://[A-Za-z0-9.:\[\]-]+(/[^[:space:]?#]*)?$' THEN
-    PERFORM aip_invalid_field('endpoint', 'must be an absolute http or https URL with a host and no credentials, query or fragment');
-  END IF;
+  PERFORM aip_check_endpoint('endpoint', v_endpoint);
   RETURN jsonb_build_object(
     'id', v_id, 'instance_id', v_instance_id, 'version_id', v_version_id, 'endpoint', v_endpoint,
     'peer_principal_id', v_principal_id, 'peer_principal_kind', v_principal_kind, 'peer_did', v_peer_did,

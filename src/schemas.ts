@@ -21,6 +21,30 @@ export const Id = (max = 256) =>
     .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .refine((s) => new TextEncoder().encode(s).length <= max, `must be at most ${max} bytes`);
 
+/**
+ * Why a replica endpoint is refused, or null when it is accepted: an absolute http(s) URL that the
+ * WHATWG URL parser accepts with a host (as the reference's url crate does: Docker and Compose
+ * service names with `_` are fine), without credentials, query or fragment. Whitespace, control
+ * characters and backslashes are refused too: the parser would silently drop or rewrite them, and
+ * a route pins the endpoint string as given. The database applies the same structural rule
+ * (functions/20_publish.sql, aip_check_endpoint).
+ */
+export function replicaEndpointProblem(value: string): string | null {
+  const authority = /^https?:\/\/([^/]*)/i.exec(value)?.[1];
+  if (!authority) return "must be an absolute http or https URL with a host";
+  if (/[\s\u0000-\u001f\u007f\\]/.test(value)) return "must not contain whitespace, control characters or backslashes";
+  if (/[?#]/.test(value)) return "must not have a query or fragment";
+  if (authority.includes("@")) return "must not carry credentials";
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return "must be a URL the WHATWG URL parser accepts";
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") return "must be an absolute http or https URL with a host";
+  return null;
+}
+
 export const Label = z
   .string()
   .regex(/^[A-Za-z0-9._-]{1,128}$/, "must contain 1 to 128 ASCII letters, digits, dots, dashes or underscores");
@@ -412,7 +436,14 @@ export const Change = z
         id: Id(),
         instance_id: Id(),
         version_id: Id(),
-        endpoint: z.string().max(2048).regex(/^https?:\/\/[A-Za-z0-9.:[\]-]+(\/[^\s?#]*)?$/, "must be an absolute http(s) URL without credentials, query or fragment"),
+        endpoint: z
+          .string()
+          .max(2048)
+          .superRefine((value, ctx) => {
+            const problem = replicaEndpointProblem(value);
+            if (problem) ctx.addIssue({ code: "custom", message: problem });
+          })
+          .openapi({ description: "An absolute http(s) URL with a host, without credentials, query or fragment.", example: "https://crm-euw1a.hosts.example/aip/v1/messages" }),
         peer_principal_id: Id(512),
         peer_principal_kind: Id(128),
         peer_did: Id(1024),
@@ -539,7 +570,10 @@ export const FleetStatus = z
     ready_replicas: Count.openapi({ description: "Ready with a live lease." }),
     draining_replicas: Count.openapi({ description: "Draining with a live lease." }),
     offline_replicas: Count,
-    expired_leases: Count.openapi({ description: "Not yet offline but the lease ended: lease maintenance's backlog." }),
+    expired_leases: Count.openapi({
+      description:
+        "Replicas not yet offline whose lease ended: lease maintenance's backlog. (The reference counts every replica whose lease ended, offline ones included: that is `expired_leases + offline_replicas`.)",
+    }),
     open_circuits: Count,
     ready_capacity: Count.openapi({ description: "Summed capacity of the ready replicas with a live lease." }),
     active_assignments: Count.openapi({ description: "Reserved routes, summed over all replicas." }),
