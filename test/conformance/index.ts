@@ -3,6 +3,7 @@
  * main problem codes. Call it inside a test file with a target (see target.ts).
  */
 import { catalogConformance } from "./catalog.js";
+import { concurrencyConformance } from "./concurrency.js";
 import { fleetConformance } from "./fleet.js";
 import { operationsConformance } from "./operations.js";
 import { publicationConformance } from "./publication.js";
@@ -21,6 +22,7 @@ export function defineConformanceSuite(target: ConformanceTarget): void {
   routingConformance(api);
   replicaConformance(api);
   readerConformance(api);
+  concurrencyConformance(api);
   fleetConformance(api);
 }
 
