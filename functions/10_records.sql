@@ -14,7 +14,8 @@ LANGUAGE sql STABLE AS $$
   SELECT json_build_object(
     'id', v.version_id, 'connector_type_id', v.type_id, 'version', v.version, 'status', v.status,
     'manifest_digest', v.manifest_digest, 'manifest', v.manifest, 'attestation', v.attestation,
-    'supply_chain_qualified', v.supply_chain_qualified,
+    'implementation_support', v.implementation_support,
+    'supply_chain_qualified', v.supply_chain_qualified, 'qualification_reason', v.qualification_reason,
     'capabilities', coalesce((
       SELECT json_agg(json_build_object('id', d.capability_id, 'contract_digest', d.contract_digest,
                                         'schema_digest', d.schema_digest) ORDER BY d.capability_id)

@@ -12,7 +12,8 @@
 --
 -- The "Know what may change" rules of the specification live here:
 --   connector type      id, name, owner fixed                  enabled mutable
---   connector version   everything fixed                       status: admitted <-> active, any -> revoked, never back from revoked
+--   connector version   everything fixed                       status: admitted <-> active, any -> revoked, never back from revoked;
+--                                                              supply_chain_qualified: revoked and restored by operators (restoring re-checks the evidence)
 --   capability          id, contract and schema digest fixed   a conflicting contract under the same id is refused
 --   connector instance  id, type, tenant fixed                 the rest only with a newer config_revision; a rollout may not drop a bound capability
 --   capability binding  (tenant, capability, instance) fixed   the rest only with a newer policy_revision
@@ -118,52 +119,175 @@ BEGIN
 END
 $$;
 
--- Supply-chain evidence: every digest well-formed, every check passed, AIP 1.0 supported.
--- Returns the artifact digest.
+-- Supply-chain evidence ----------------------------------------------------------------------------
+-- A version is admitted only with complete, passing evidence, checked in two steps: its form
+-- (invalid when wrong: aip_check_attestation, and the shapes in aip_prep_admit_version) before its
+-- verdict (admission when refused: aip_check_evidence), each refusal naming its field. Within each
+-- step the checks run in the reference's order (reference-behaviour.md section 4.6).
+
+-- The registry/SDK contract version this registry implements: the AIP connector registry 1.0
+-- contracts of the specification. An artifact's `sdk_version_requirement` (a Cargo-style semver
+-- requirement, aip_semver_matches) must include it.
+CREATE FUNCTION aip_registry_sdk_version() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT '1.0.0'
+$$;
+
+-- One text member of the attestation, named attestation.<member> when refused.
+CREATE FUNCTION aip_attestation_text(a jsonb, p_member text, p_max_bytes integer) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT aip_read_text(jsonb_build_object('attestation.' || p_member, a -> p_member), 'attestation.' || p_member, true, p_max_bytes)
+$$;
+
+-- The form of the evidence: the seven digests well-formed, the four texts present, the AIP
+-- versions a list of strings, each check status a known one. Returns the artifact digest.
 CREATE FUNCTION aip_check_attestation(a jsonb) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   v_field text;
-  v_status text;
-  v_versions jsonb;
 BEGIN
   IF a IS NULL OR jsonb_typeof(a) <> 'object' THEN
     PERFORM aip_invalid_field('attestation', 'must be an object');
   END IF;
-  FOREACH v_field IN ARRAY ARRAY['artifact_digest', 'sbom_digest', 'provenance_digest'] LOOP
-    PERFORM aip_check_digest('attestation.' || v_field, aip_read_text(a, v_field, true, 71));
+  FOREACH v_field IN ARRAY ARRAY['artifact_digest', 'schema_bundle_digest', 'sbom_digest', 'provenance_digest',
+                                 'conformance_report_digest', 'vulnerability_report_digest', 'license_report_digest'] LOOP
+    PERFORM aip_check_digest('attestation.' || v_field, aip_attestation_text(a, v_field, 71));
   END LOOP;
   FOREACH v_field IN ARRAY ARRAY['signature_ref', 'signer_identity', 'owner'] LOOP
-    PERFORM aip_read_text(a, v_field, true, 512);
+    PERFORM aip_attestation_text(a, v_field, 512);
   END LOOP;
-  v_versions := a -> 'supported_aip_versions';
-  IF v_versions IS NULL OR jsonb_typeof(v_versions) <> 'array' THEN
+  PERFORM aip_attestation_text(a, 'sdk_version_requirement', 256);
+  IF jsonb_typeof(a -> 'supported_aip_versions') IS DISTINCT FROM 'array'
+     OR EXISTS (SELECT 1 FROM jsonb_array_elements(a -> 'supported_aip_versions') e WHERE jsonb_typeof(e) <> 'string') THEN
     PERFORM aip_invalid_field('attestation.supported_aip_versions', 'must be an array of strings');
   END IF;
-  IF NOT v_versions @> '["1.0"]'::jsonb THEN
-    PERFORM aip_fail('admission', 'artifact does not declare compatibility with AIP 1.0',
-                     jsonb_build_object('field', 'attestation.supported_aip_versions'));
-  END IF;
   FOREACH v_field IN ARRAY ARRAY['conformance_status', 'vulnerability_policy_status', 'license_policy_status', 'revocation_status'] LOOP
-    v_status := aip_read_enum(a, v_field, ARRAY['not_evaluated', 'passed', 'failed']);
-    IF v_status <> 'passed' THEN
-      PERFORM aip_fail('admission', format('%s evidence did not pass admission (%s)', v_field, v_status),
-                       jsonb_build_object('field', 'attestation.' || v_field, 'check_status', v_status));
-    END IF;
+    PERFORM aip_read_enum(jsonb_build_object('attestation.' || v_field, a -> v_field), 'attestation.' || v_field,
+                          ARRAY['not_evaluated', 'passed', 'failed']);
   END LOOP;
   RETURN a ->> 'artifact_digest';
 END
 $$;
 
--- Everything about a version that needs no stored state: its fields, its supply-chain evidence,
--- the canonical manifest and its digest, and each capability's definition with its digests and
--- canonical size, in manifest order.
+-- Each capability's canonical {"input": ..., "output": ...} (a missing output is null), in
+-- manifest order: the text of its schema_digest, and the body of its schema bundle entry.
+CREATE FUNCTION aip_canonical_schemas(p_capabilities jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(array_agg('{"input":' || aip_canonical_json(e.value -> 'input_schema')
+                            || ',"output":' || coalesce(aip_canonical_json(e.value -> 'output_schema'), 'null') || '}'
+                            ORDER BY e.ordinality), '{}')
+  FROM jsonb_array_elements(p_capabilities) WITH ORDINALITY AS e
+$$;
+
+-- The schema bundle digest of a manifest: SHA-256 of the canonical
+-- {"schemas": [{"capability_id", "input", "output"}, ...]} in manifest order, as the reference
+-- computes it. p_schemas: aip_canonical_schemas of the same capabilities.
+CREATE FUNCTION aip_schema_bundle_digest(p_capabilities jsonb, p_schemas text[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT aip_sha256('{"schemas":[' || coalesce(string_agg(
+           '{"capability_id":' || to_jsonb(e.value ->> 'id')::text || ',' || substr(p_schemas[e.ordinality], 2), ','
+           ORDER BY e.ordinality), '') || ']}')
+  FROM jsonb_array_elements(p_capabilities) WITH ORDINALITY AS e
+$$;
+
+-- Implementation claims (the reference's manifest admission with claims required): every
+-- callable capability (any kind but resource) has an entry in implementation_support that claims
+-- invocation, and every entry supports what its capability's contract declares: cancellation,
+-- streaming and retry (contract.execution.supports_*), transaction (a contract.transaction),
+-- reconciliation (a reconcile transaction mode), compensation (mode supported), approval and
+-- credentials (required).
+CREATE FUNCTION aip_check_implementation_claims(p_capabilities jsonb, p_support jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v_cap jsonb;
+  v_id text;
+  v_claims jsonb;
+  v_missing text;
+BEGIN
+  FOR v_cap IN SELECT e FROM jsonb_array_elements(p_capabilities) e LOOP
+    v_id := v_cap ->> 'id';
+    v_claims := p_support -> v_id;
+    IF v_claims IS NULL THEN
+      CONTINUE WHEN v_cap ->> 'kind' IS NOT DISTINCT FROM 'resource';
+      PERFORM aip_fail('admission', format('callable capability `%s` has no implementation claim', v_id),
+                       jsonb_build_object('field', 'implementation_support.' || v_id, 'capability_id', v_id));
+    END IF;
+    SELECT c.claim INTO v_missing
+    FROM (VALUES
+      (1, 'invocation', v_cap ->> 'kind' IS DISTINCT FROM 'resource'),
+      (2, 'cancellation', v_cap #> '{contract,execution,supports_cancel}' = 'true'),
+      (3, 'streaming', v_cap #> '{contract,execution,supports_streaming}' = 'true'),
+      (4, 'retry', v_cap #> '{contract,execution,supports_retry}' = 'true'),
+      (5, 'transaction', jsonb_typeof(v_cap #> '{contract,transaction}') = 'object'),
+      (6, 'reconciliation', v_cap #> '{contract,transaction,supported_modes}' @> '["reconcile"]'),
+      (7, 'compensation', v_cap #>> '{contract,compensation,mode}' = 'supported'),
+      (8, 'approval', v_cap #> '{contract,approval,required}' = 'true'),
+      (9, 'credentials', v_cap #> '{contract,credentials,required}' = 'true')) AS c(rank, claim, declared)
+    WHERE c.declared AND (v_claims -> c.claim) IS DISTINCT FROM 'true'::jsonb
+    ORDER BY c.rank
+    LIMIT 1;
+    IF FOUND THEN
+      PERFORM aip_fail('admission', format('capability `%s` declares `%s` but its implementation claim does not support it', v_id, v_missing),
+                       jsonb_build_object('field', 'implementation_support.' || v_id || '.' || v_missing, 'capability_id', v_id));
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- The verdict on well-formed evidence (admission when refused), in the reference's order:
+-- AIP 1.0 declared, the SDK requirement valid and including this registry's version, the four
+-- checks passed, the schema bundle digest that of the manifest's schemas, the implementation
+-- claims complete. p_schemas: aip_canonical_schemas of the manifest's capabilities.
+CREATE FUNCTION aip_check_evidence(p_manifest jsonb, a jsonb, p_support jsonb, p_schemas text[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v_field text;
+  v_status text;
+  v_matches boolean;
+  v_bundle text;
+BEGIN
+  IF NOT a -> 'supported_aip_versions' @> '["1.0"]'::jsonb THEN
+    PERFORM aip_fail('admission', 'artifact does not declare compatibility with AIP 1.0',
+                     jsonb_build_object('field', 'attestation.supported_aip_versions'));
+  END IF;
+  v_matches := aip_semver_matches(a ->> 'sdk_version_requirement', aip_registry_sdk_version());
+  IF v_matches IS NULL THEN
+    PERFORM aip_fail('admission', format('artifact SDK version requirement `%s` is not a valid semver requirement', a ->> 'sdk_version_requirement'),
+                     jsonb_build_object('field', 'attestation.sdk_version_requirement'));
+  END IF;
+  IF NOT v_matches THEN
+    PERFORM aip_fail('admission', format('artifact SDK requirement `%s` does not include registry SDK `%s`',
+                                         a ->> 'sdk_version_requirement', aip_registry_sdk_version()),
+                     jsonb_build_object('field', 'attestation.sdk_version_requirement', 'registry_sdk_version', aip_registry_sdk_version()));
+  END IF;
+  FOREACH v_field IN ARRAY ARRAY['conformance_status', 'vulnerability_policy_status', 'license_policy_status', 'revocation_status'] LOOP
+    v_status := a ->> v_field;
+    IF v_status <> 'passed' THEN
+      PERFORM aip_fail('admission', format('%s evidence did not pass admission (%s)', v_field, v_status),
+                       jsonb_build_object('field', 'attestation.' || v_field, 'check_status', v_status));
+    END IF;
+  END LOOP;
+  v_bundle := aip_schema_bundle_digest(p_manifest -> 'capabilities', p_schemas);
+  IF a ->> 'schema_bundle_digest' <> v_bundle THEN
+    PERFORM aip_fail('admission', 'declared schema bundle digest does not match the manifest schemas',
+                     jsonb_build_object('field', 'attestation.schema_bundle_digest', 'computed', v_bundle));
+  END IF;
+  PERFORM aip_check_implementation_claims(p_manifest -> 'capabilities', p_support);
+END
+$$;
+
+-- Everything about a version that needs no stored state: its form, then its evidence, then each
+-- capability's definition with its digests and canonical size, in manifest order. Form first
+-- (invalid), verdicts after (admission): a refusal is never for evidence the registry could not
+-- even read.
 CREATE FUNCTION aip_prep_admit_version(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
   c_max_capabilities constant integer := 512;
   c_max_manifest_bytes constant integer := 4194304;
   c_max_definition_bytes constant integer := 262144;
+  c_claims constant text[] := ARRAY['invocation', 'cancellation', 'streaming', 'retry', 'transaction',
+                                    'reconciliation', 'compensation', 'approval', 'credentials'];
   v_id text := aip_read_text(p, 'id');
   v_type_id text := aip_read_text(p, 'connector_type_id');
   v_version text := aip_read_text(p, 'version', true, 128);
@@ -172,13 +296,18 @@ DECLARE
   v_manifest jsonb := p -> 'manifest';
   v_manifest_digest text := aip_check_digest('manifest_digest', aip_read_text(p, 'manifest_digest', true, 71));
   v_attestation jsonb := p -> 'attestation';
+  v_support jsonb := coalesce(nullif(p -> 'implementation_support', 'null'::jsonb), '{}'::jsonb);
   v_artifact_digest text;
   v_caps jsonb;
   v_profiles jsonb;
   v_canonical text;
+  v_schemas text[];
   v_cap jsonb;
   v_cap_id text;
-  -- An array variable, not a jsonb array: PL/pgSQL appends to it in place, where appending to
+  v_key text;
+  v_claims jsonb;
+  v_index integer := 0;
+  -- Array variables, not jsonb arrays: PL/pgSQL appends to them in place, where appending to
   -- jsonb would copy every definition so far (quadratic in a 512-capability manifest).
   v_defs jsonb[] := '{}';
   v_ids text[] := '{}';
@@ -187,10 +316,7 @@ DECLARE
   v_schema_digest text;
   v_def_bytes integer;
 BEGIN
-  IF v_status = 'candidate' THEN
-    PERFORM aip_fail('admission', 'candidate versions cannot be installed as admitted records',
-                     jsonb_build_object('field', 'status'));
-  END IF;
+  -- Form ----------------------------------------------------------------------------------------
   IF v_manifest IS NULL OR jsonb_typeof(v_manifest) <> 'object' THEN
     PERFORM aip_invalid_field('manifest', 'must be an object');
   END IF;
@@ -204,22 +330,6 @@ BEGIN
                 WHERE jsonb_typeof(e) <> 'string' OR btrim(e #>> '{}') = '' OR octet_length(e #>> '{}') > 256) THEN
     PERFORM aip_invalid_field('manifest.profiles', 'must be an array of non-empty strings of at most 256 bytes');
   END IF;
-  v_artifact_digest := aip_check_attestation(v_attestation);
-
-  IF jsonb_array_length(v_caps) > c_max_capabilities THEN
-    PERFORM aip_fail('admission', format('manifest contains %s capabilities; limit is %s', jsonb_array_length(v_caps), c_max_capabilities),
-                     jsonb_build_object('field', 'manifest.capabilities'));
-  END IF;
-  v_canonical := aip_canonical_json(v_manifest);
-  IF octet_length(v_canonical) > c_max_manifest_bytes THEN
-    PERFORM aip_fail('admission', format('canonical manifest is %s bytes; limit is %s', octet_length(v_canonical), c_max_manifest_bytes),
-                     jsonb_build_object('field', 'manifest'));
-  END IF;
-  IF aip_sha256(v_canonical) <> v_manifest_digest THEN
-    PERFORM aip_fail('admission', 'declared manifest digest does not match canonical manifest',
-                     jsonb_build_object('field', 'manifest_digest', 'computed', aip_sha256(v_canonical)));
-  END IF;
-
   FOR v_cap IN SELECT e FROM jsonb_array_elements(v_caps) e LOOP
     IF jsonb_typeof(v_cap) <> 'object' THEN
       PERFORM aip_invalid_field('manifest.capabilities', 'must contain objects');
@@ -238,19 +348,58 @@ BEGIN
     IF v_cap_id = ANY (v_ids) THEN
       PERFORM aip_invalid_field('manifest.capabilities', format('lists capability `%s` twice', v_cap_id));
     END IF;
+    v_ids := v_ids || v_cap_id;
+  END LOOP;
+  v_artifact_digest := aip_check_attestation(v_attestation);
+  IF jsonb_typeof(v_support) <> 'object' THEN
+    PERFORM aip_invalid_field('implementation_support', 'must be an object keyed by capability ID');
+  END IF;
+  FOR v_key, v_claims IN SELECT e.key, e.value FROM jsonb_each(v_support) e LOOP
+    IF NOT v_key = ANY (v_ids) THEN
+      PERFORM aip_invalid_field('implementation_support.' || v_key, 'names a capability the manifest does not declare');
+    END IF;
+    IF jsonb_typeof(v_claims) <> 'object'
+       OR EXISTS (SELECT 1 FROM jsonb_each(v_claims) c WHERE NOT c.key = ANY (c_claims) OR jsonb_typeof(c.value) <> 'boolean') THEN
+      PERFORM aip_invalid_field('implementation_support.' || v_key, 'must map some of ' || array_to_string(c_claims, ', ') || ' to booleans');
+    END IF;
+  END LOOP;
+
+  -- Verdicts ------------------------------------------------------------------------------------
+  IF v_status = 'candidate' THEN
+    PERFORM aip_fail('admission', 'candidate versions cannot be installed as admitted records',
+                     jsonb_build_object('field', 'status'));
+  END IF;
+  IF jsonb_array_length(v_caps) > c_max_capabilities THEN
+    PERFORM aip_fail('admission', format('manifest contains %s capabilities; limit is %s', jsonb_array_length(v_caps), c_max_capabilities),
+                     jsonb_build_object('field', 'manifest.capabilities'));
+  END IF;
+  v_canonical := aip_canonical_json(v_manifest);
+  IF octet_length(v_canonical) > c_max_manifest_bytes THEN
+    PERFORM aip_fail('admission', format('canonical manifest is %s bytes; limit is %s', octet_length(v_canonical), c_max_manifest_bytes),
+                     jsonb_build_object('field', 'manifest'));
+  END IF;
+  IF aip_sha256(v_canonical) <> v_manifest_digest THEN
+    PERFORM aip_fail('admission', 'declared manifest digest does not match canonical manifest',
+                     jsonb_build_object('field', 'manifest_digest', 'computed', aip_sha256(v_canonical)));
+  END IF;
+  v_schemas := aip_canonical_schemas(v_caps);
+  PERFORM aip_check_evidence(v_manifest, v_attestation, v_support, v_schemas);
+
+  -- Definitions ---------------------------------------------------------------------------------
+  FOR v_cap IN SELECT e FROM jsonb_array_elements(v_caps) e LOOP
+    v_index := v_index + 1;
+    v_cap_id := v_cap ->> 'id';
     -- The capability is canonicalized once; the definition {capability, contract_digest,
     -- schema_digest} is that text with its two digests, members already in canonical order.
     v_cap_canonical := aip_canonical_json(v_cap);
     v_contract_digest := aip_sha256(v_cap_canonical);
-    v_schema_digest := aip_sha256(aip_canonical_json(jsonb_build_object(
-      'input', v_cap -> 'input_schema', 'output', coalesce(v_cap -> 'output_schema', 'null'::jsonb))));
+    v_schema_digest := aip_sha256(v_schemas[v_index]);
     v_def_bytes := octet_length('{"capability":' || v_cap_canonical || ',"contract_digest":"' || v_contract_digest
                                 || '","schema_digest":"' || v_schema_digest || '"}');
     IF v_def_bytes > c_max_definition_bytes THEN
       PERFORM aip_fail('admission', format('capability `%s` is %s bytes; limit is %s', v_cap_id, v_def_bytes, c_max_definition_bytes),
-                       jsonb_build_object('capability_id', v_cap_id));
+                       jsonb_build_object('field', 'manifest.capabilities[' || v_cap_id || ']', 'capability_id', v_cap_id));
     END IF;
-    v_ids := v_ids || v_cap_id;
     v_defs := v_defs || jsonb_build_object(
       'id', v_cap_id, 'capability', v_cap, 'contract_digest', v_contract_digest,
       'schema_digest', v_schema_digest, 'bytes', v_def_bytes);
@@ -259,7 +408,11 @@ BEGIN
   RETURN jsonb_build_object(
     'id', v_id, 'connector_type_id', v_type_id, 'version', v_version, 'status', v_status,
     'manifest', v_manifest, 'manifest_digest', v_manifest_digest, 'attestation', v_attestation,
-    'artifact_digest', v_artifact_digest, 'definitions', to_jsonb(v_defs),
+    'implementation_support', v_support, 'artifact_digest', v_artifact_digest,
+    -- Every check above passed: the evidence qualifies the version (an operator may revoke that
+    -- later with set_version_qualification).
+    'supply_chain_qualified', true,
+    'definitions', to_jsonb(v_defs),
     'profiles', (SELECT coalesce(jsonb_agg(DISTINCT e), '[]'::jsonb) FROM jsonb_array_elements(v_profiles) e));
 END
 $$;
@@ -284,7 +437,8 @@ BEGIN
   SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
   IF FOUND THEN
     IF v_existing.type_id <> v_type_id OR v_existing.version <> v_version OR v_existing.manifest <> v_manifest
-       OR v_existing.manifest_digest <> n ->> 'manifest_digest' OR v_existing.attestation <> v_attestation THEN
+       OR v_existing.manifest_digest <> n ->> 'manifest_digest' OR v_existing.attestation <> v_attestation
+       OR v_existing.implementation_support <> n -> 'implementation_support' THEN
       PERFORM aip_fail('conflict', format('connector version `%s` is immutable', v_id), jsonb_build_object('version_id', v_id));
     END IF;
     -- The same admitted content: the record's status is the only thing a re-put may move.
@@ -324,9 +478,9 @@ BEGIN
   END IF;
 
   INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest,
-                                      manifest, attestation, supply_chain_qualified)
+                                      manifest, attestation, implementation_support, supply_chain_qualified)
   VALUES (v_id, v_type_id, v_version, coalesce(v_status, 'admitted'), v_artifact_digest, n ->> 'manifest_digest',
-          v_manifest, v_attestation, true);
+          v_manifest, v_attestation, n -> 'implementation_support', (n ->> 'supply_chain_qualified')::boolean);
   INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
   SELECT e ->> 'id', e ->> 'contract_digest', e ->> 'schema_digest', e -> 'capability', (e ->> 'bytes')::integer,
          lower(concat_ws(' ', e ->> 'id', e #>> '{capability,name}', e #>> '{capability,description}'))
@@ -337,6 +491,56 @@ BEGIN
   INSERT INTO aip_version_profiles (version_id, profile_id)
   SELECT v_id, e #>> '{}' FROM jsonb_array_elements(n -> 'profiles') e;
   RETURN 'created';
+END
+$$;
+
+-- Supply-chain qualification after admission: an operator revokes it (a vulnerability report
+-- changed, a signature was withdrawn) or restores it. A version that is not qualified is in no
+-- catalog, takes no new route and serves no retry of a pinned one, whatever its status. Restoring
+-- it re-checks the stored evidence against today's rules (those of this registry's SDK version,
+-- including for versions admitted before a check existed): it is rare, so canonicalizing the
+-- schemas again under the publication lock is acceptable.
+CREATE FUNCTION aip_prep_set_version_qualification(p jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT jsonb_build_object('id', aip_read_text(p, 'id'),
+                            'supply_chain_qualified', aip_read_bool(p, 'supply_chain_qualified'),
+                            'reason', aip_read_text(p, 'reason', false, 1024))
+$$;
+
+-- The stored evidence of a version passes today's checks, or admission names what fails.
+CREATE FUNCTION aip_recheck_evidence(v aip_connector_versions) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_message text;
+  v_detail jsonb;
+BEGIN
+  PERFORM aip_check_attestation(v.attestation);
+  PERFORM aip_check_evidence(v.manifest, v.attestation, v.implementation_support, aip_canonical_schemas(v.manifest -> 'capabilities'));
+EXCEPTION WHEN SQLSTATE 'AR400' OR SQLSTATE 'AR422' THEN
+  GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+  PERFORM aip_fail('admission', format('connector version `%s` cannot be qualified again: %s', v.version_id, v_message),
+                   jsonb_strip_nulls(jsonb_build_object('version_id', v.version_id,
+                     'field', coalesce(v_detail ->> 'field', v_detail #>> '{errors,0,field}'))));
+END
+$$;
+
+CREATE FUNCTION aip_pub_set_version_qualification(n jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_id text := n ->> 'id';
+  v_qualified boolean := (n ->> 'supply_chain_qualified')::boolean;
+  v aip_connector_versions;
+BEGIN
+  SELECT * INTO v FROM aip_connector_versions WHERE version_id = v_id FOR UPDATE;
+  IF NOT FOUND THEN
+    PERFORM aip_fail('not-found', format('connector version `%s` was not found', v_id), jsonb_build_object('version_id', v_id));
+  END IF;
+  IF v.supply_chain_qualified = v_qualified THEN RETURN 'unchanged'; END IF;
+  IF v_qualified THEN PERFORM aip_recheck_evidence(v); END IF;
+  UPDATE aip_connector_versions
+  SET supply_chain_qualified = v_qualified, qualification_reason = n ->> 'reason', updated_at = now()
+  WHERE version_id = v_id;
+  RETURN 'updated';
 END
 $$;
 
@@ -564,6 +768,43 @@ $$;
 -- Replica provisioning ------------------------------------------------------------------------------
 -- Operators provision host identities; hosts then register and heartbeat (replicas.sql). A new
 -- replica starts offline. Provisioning never advances the catalog revision.
+
+-- A replica endpoint: an absolute http(s) URL with a host (a DNS name, an IPv4 or a bracketed IPv6
+-- address, optionally a port), and no credentials, query or fragment. Hosts may contain `_`, as
+-- Docker and Compose service names do. Whitespace, control characters and backslashes are refused
+-- too: a URL parser would silently drop or rewrite them, and a route pins the string as given.
+-- This is the structural rule the database relies on; the HTTP schema (src/schemas.ts,
+-- replicaEndpointProblem) also runs the WHATWG URL parser, as the reference runs the url crate, so
+-- that what this accepts and a parser refuses (an IPv4 address out of range, a malformed
+-- percent-escape in a host) is refused before it gets here.
+CREATE FUNCTION aip_check_endpoint(p_field text, p_value text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  m text[] := regexp_match(p_value, '^[Hh][Tt][Tt][Pp][Ss]?://([^/]*)(/.*)?$');
+  v_authority text := m[1];
+  v_port text;
+BEGIN
+  IF m IS NULL THEN
+    PERFORM aip_invalid_field(p_field, 'must be an absolute http or https URL');
+  END IF;
+  IF p_value ~ '[[:space:][:cntrl:]]' OR strpos(p_value, E'\\') > 0 THEN
+    PERFORM aip_invalid_field(p_field, 'must not contain whitespace, control characters or backslashes');
+  END IF;
+  IF strpos(p_value, '?') > 0 OR strpos(p_value, '#') > 0 THEN
+    PERFORM aip_invalid_field(p_field, 'must not have a query or fragment');
+  END IF;
+  IF strpos(v_authority, '@') > 0 THEN
+    PERFORM aip_invalid_field(p_field, 'must not carry credentials');
+  END IF;
+  -- host: a bracketed IPv6 address, or a name without the characters that cannot be in one
+  v_port := substring(v_authority FROM '^(?:\[[0-9A-Fa-f:.]+\]|[^][<>^|/@:]+)(?::([0-9]*))?$');
+  IF v_authority !~ '^(?:\[[0-9A-Fa-f:.]+\]|[^][<>^|/@:]+)(?::[0-9]*)?$' OR coalesce(nullif(v_port, ''), '0')::numeric > 65535 THEN
+    PERFORM aip_invalid_field(p_field, 'must have a host (a name, an IPv4 address or a bracketed IPv6 address) and at most a port up to 65535');
+  END IF;
+  RETURN p_value;
+END
+$$;
+
 CREATE FUNCTION aip_prep_put_replica(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -582,9 +823,7 @@ BEGIN
   IF jsonb_typeof(v_topology) <> 'object' THEN
     PERFORM aip_invalid_field('topology', 'must be an object');
   END IF;
-  IF v_endpoint !~ '^https?://[A-Za-z0-9.:\[\]-]+(/[^[:space:]?#]*)?$' THEN
-    PERFORM aip_invalid_field('endpoint', 'must be an absolute http or https URL with a host and no credentials, query or fragment');
-  END IF;
+  PERFORM aip_check_endpoint('endpoint', v_endpoint);
   RETURN jsonb_build_object(
     'id', v_id, 'instance_id', v_instance_id, 'version_id', v_version_id, 'endpoint', v_endpoint,
     'peer_principal_id', v_principal_id, 'peer_principal_kind', v_principal_kind, 'peer_did', v_peer_did,
@@ -664,12 +903,13 @@ BEGIN
     PERFORM aip_invalid_field('changes', 'must contain objects');
   END IF;
   v_op := aip_read_enum(p, 'op', ARRAY['put_connector_type', 'set_connector_type_enabled', 'admit_version',
-    'set_version_status', 'put_instance', 'put_binding', 'put_admission_policy', 'put_replica']);
+    'set_version_status', 'set_version_qualification', 'put_instance', 'put_binding', 'put_admission_policy', 'put_replica']);
   RETURN jsonb_build_object('op', v_op) || CASE v_op
     WHEN 'put_connector_type' THEN aip_prep_put_connector_type(p)
     WHEN 'set_connector_type_enabled' THEN aip_prep_set_connector_type_enabled(p)
     WHEN 'admit_version' THEN aip_prep_admit_version(p)
     WHEN 'set_version_status' THEN aip_prep_set_version_status(p)
+    WHEN 'set_version_qualification' THEN aip_prep_set_version_qualification(p)
     WHEN 'put_instance' THEN aip_prep_put_instance(p)
     WHEN 'put_binding' THEN aip_prep_put_binding(p)
     WHEN 'put_admission_policy' THEN aip_prep_put_admission_policy(p)
@@ -690,6 +930,7 @@ BEGIN
     WHEN 'set_connector_type_enabled' THEN aip_pub_set_connector_type_enabled(n)
     WHEN 'admit_version' THEN aip_pub_admit_version(n)
     WHEN 'set_version_status' THEN aip_pub_set_version_status(n)
+    WHEN 'set_version_qualification' THEN aip_pub_set_version_qualification(n)
     WHEN 'put_instance' THEN aip_pub_put_instance(n)
     WHEN 'put_binding' THEN aip_pub_put_binding(n)
     WHEN 'put_admission_policy' THEN aip_pub_put_admission_policy(n)
@@ -756,7 +997,7 @@ BEGIN
         CASE v_change ->> 'op'
           WHEN 'put_binding' THEN v_instances := v_instances || (v_change ->> 'instance_id');
           WHEN 'put_instance' THEN v_instances := v_instances || (v_change ->> 'id');
-          WHEN 'admit_version', 'set_version_status' THEN v_versions := v_versions || (v_change ->> 'id');
+          WHEN 'admit_version', 'set_version_status', 'set_version_qualification' THEN v_versions := v_versions || (v_change ->> 'id');
           WHEN 'put_connector_type', 'set_connector_type_enabled' THEN v_types := v_types || (v_change ->> 'id');
           ELSE NULL;
         END CASE;

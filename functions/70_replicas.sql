@@ -7,7 +7,9 @@
 -- the same answer, a reuse with another payload is a conflict. None of this touches the catalog
 -- revision or its lock, so host churn never invalidates a catalog cursor.
 --
---   register   offline or lease expired -> ready (a live replica only with its current sequence)
+--   register   offline or lease expired -> ready (a live replica only with its current sequence),
+--              only into a routable chain: instance enabled on this version, version active and
+--              qualified, type enabled
 --   heartbeat  ready | draining, lease live -> same status, lease extended
 --   drain      ready | draining, lease live -> draining, lease extended (pinned retries still served)
 --   offline    any -> offline, lease ends now; reserved routes are settled as lease_expired
@@ -47,6 +49,7 @@ DECLARE
   v_lease timestamptz;
   v_released integer := 0;
   v_response json;
+  v_refusal text;
   r aip_connector_replicas;
 BEGIN
   IF p_operation IS NULL OR p_operation NOT IN ('register', 'heartbeat', 'drain', 'offline') THEN
@@ -108,15 +111,24 @@ BEGIN
         PERFORM aip_fail('conflict', format('replica `%s` is live: it can be taken over only after its lease expires or it goes offline', p_replica_id),
                          jsonb_build_object('replica_id', p_replica_id, 'lease_expires_at', aip_time(r.lease_expires_at)));
       END IF;
-      -- Replica identities are immutable, so after a rollout the old version's replicas can never
-      -- serve again: refuse them as admission does (no retry with other state can succeed).
-      PERFORM 1
-      FROM aip_connector_instances i JOIN aip_connector_versions v ON v.version_id = i.version_id
-      WHERE i.instance_id = r.instance_id AND i.version_id = r.version_id
-        AND v.status = 'active' AND v.supply_chain_qualified;
-      IF NOT FOUND THEN
-        PERFORM aip_fail('admission', format('replica `%s` serves a version that is not the active rollout of its instance', p_replica_id),
-                         jsonb_build_object('replica_id', p_replica_id, 'version_id', r.version_id));
+      -- A replica registers only into a chain resolve could route to: its instance enabled, on
+      -- this replica's version as its rollout, that version active and qualified, its type
+      -- enabled (the reference's host admission checks the same). Replica identities are
+      -- immutable, so after a rollout the old version's replicas can never serve again. Refused
+      -- as admission: no retry with other host state can succeed.
+      SELECT CASE
+               WHEN i.status <> 'enabled' THEN format('the instance `%s` of replica `%s` is disabled', i.instance_id, p_replica_id)
+               WHEN i.version_id <> r.version_id OR v.status <> 'active' OR NOT v.supply_chain_qualified
+                 THEN format('replica `%s` serves a version that is not the active rollout of its instance', p_replica_id)
+               WHEN NOT t.enabled THEN format('the connector type `%s` of replica `%s` is disabled', t.type_id, p_replica_id)
+             END
+      INTO v_refusal
+      FROM aip_connector_instances i
+      JOIN aip_connector_versions v ON v.version_id = r.version_id
+      JOIN aip_connector_types t ON t.type_id = i.type_id
+      WHERE i.instance_id = r.instance_id;
+      IF v_refusal IS NOT NULL THEN
+        PERFORM aip_fail('admission', v_refusal, jsonb_build_object('replica_id', p_replica_id, 'version_id', r.version_id));
       END IF;
       v_status := 'ready';
       v_lease := v_now + v_ttl_ms * interval '1 millisecond';

@@ -55,7 +55,8 @@ $$;
 
 -- Entry point (data role). Aggregates only: no identifiers. ready and draining count live leases
 -- only; expired_leases counts replicas not yet marked offline whose lease ended (the backlog of
--- lease maintenance: every offline replica's lease has ended too, it is not counted again).
+-- lease maintenance: every offline replica's lease has ended too, it is not counted again). The
+-- reference counts offline replicas as well: its figure is expired_leases + offline_replicas.
 CREATE FUNCTION aip_fleet_status() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp

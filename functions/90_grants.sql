@@ -2,7 +2,7 @@
 -- the tables only through these SECURITY DEFINER entry points, which run as the owner.
 --   aip_registry_control: publication, administrative reads, operator replica lifecycle
 --   aip_registry_data:    catalog reads, routing, settlement, host replica lifecycle (always with
---                         the host's principal), lease expiry, fleet status
+--                         the host's principal), the registry reader, lease expiry, fleet status
 -- Everything else (the helpers above) is callable by the owner only.
 
 DO $$
@@ -33,6 +33,7 @@ GRANT EXECUTE ON FUNCTION
   aip_get_route(text, text),
   aip_settle_route(text, text, jsonb, text),
   aip_host_replica_lifecycle(text, text, jsonb, text),
+  aip_registry_read(text, text, text, text),
   aip_expire_leases(integer),
   aip_fleet_status(),
   aip_fleet_regions(integer),

@@ -26,6 +26,7 @@ import { registerCatalogRoutes } from "./routes/catalog.js";
 import { CatalogServer, type CatalogServingOptions } from "./catalog/serve.js";
 import { registerFleetRoutes } from "./routes/fleet.js";
 import { registerOpsRoutes } from "./routes/ops.js";
+import { registerReaderRoutes } from "./routes/reader.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
 import { registerRoutingRoutes } from "./routes/routing.js";
 
@@ -79,6 +80,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use("/v1/catalog/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/routes/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/replicas/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
+  app.use("/v1/registry/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/fleet/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
   app.use("/v1/*", authenticate(options.authenticator));
 
@@ -86,6 +88,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerCatalogRoutes(app, new CatalogServer(registry, options.catalog));
   registerRoutingRoutes(app, registry);
   registerReplicaRoutes(app, registry, options.onLease);
+  registerReaderRoutes(app, registry);
   registerAdminRoutes(app, registry);
   registerFleetRoutes(app, registry, options.onLease);
   if (options.dashboard ?? true) registerDashboardRoute(app);

@@ -1,6 +1,6 @@
 /**
  * RFC 8785 (JCS) canonical JSON and the registry's `sha256:` digests, for clients of the registry
- * (the CLI computes a manifest_digest before publishing). The registry itself recomputes every
+ * (the CLI computes a manifest_digest and a schema bundle digest before publishing). The registry itself recomputes every
  * digest in SQL (functions/00_support.sql); test/unit/canonical-json.test.ts keeps both in step.
  */
 export function canonicalJson(value: unknown): string {
@@ -35,4 +35,19 @@ export async function sha256Digest(text: string): Promise<string> {
 
 export function canonicalDigest(value: unknown): Promise<string> {
   return sha256Digest(canonicalJson(value));
+}
+
+/**
+ * The schema bundle digest of a manifest's capabilities, which an attestation states as
+ * `schema_bundle_digest`: the canonical `{"schemas": [{capability_id, input, output}, ...]}` in
+ * manifest order, a missing output schema as null (functions/20_publish.sql verifies it).
+ */
+export function schemaBundleDigest(capabilities: readonly { id?: unknown; input_schema?: unknown; output_schema?: unknown }[]): Promise<string> {
+  return canonicalDigest({
+    schemas: capabilities.map((capability) => ({
+      capability_id: capability.id,
+      input: capability.input_schema,
+      output: capability.output_schema ?? null,
+    })),
+  });
 }

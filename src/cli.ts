@@ -75,7 +75,7 @@ const COMMANDS: Record<string, Command> = {
     summary: "Mint a development token (HS256, the server's secret)",
     usage:
       "token --scope S[,S...] [--tenant ID] [--peer-principal ID] [--ttl 1h] [--subject NAME] [--json | --dashboard] [--data-dir DIR]\n" +
-      "  Scopes: catalog:read routes:write routes:read replicas:write registry:admin fleet:read.\n" +
+      "  Scopes: catalog:read routes:write routes:read replicas:write registry:read registry:admin fleet:read.\n" +
       "  --peer-principal: a connector-host token (replicas:write) drives only the replicas provisioned for this principal.\n" +
       "  Secret: AUTH_HS256_SECRET, else DIR/auth-secret (written by npm start). --dashboard prints a dashboard link carrying the token.",
     options: {
@@ -135,8 +135,11 @@ function report(thrown: unknown, io: Io): number {
   if (error instanceof RegistryProblem || error instanceof RegistryError) {
     const code = error.code;
     const detail = error instanceof RegistryProblem ? error.problem.detail : error.message;
-    const fields = (error instanceof RegistryProblem ? error.problem.errors : (error.extensions.errors as { field: string; message: string }[] | undefined)) ?? [];
-    print(`${code}: ${detail}`, fields.map((f) => `${f.field}: ${f.message}`));
+    const extensions: Record<string, unknown> = error instanceof RegistryProblem ? error.problem : error.extensions;
+    const fields = (extensions.errors as { field: string; message: string }[] | undefined) ?? [];
+    // An admission refusal names its field, and for a digest the one the registry computed.
+    const named = ["field", "computed"].filter((key) => typeof extensions[key] === "string").map((key) => `${key}: ${String(extensions[key])}`);
+    print(`${code}: ${detail}`, [...fields.map((f) => `${f.field}: ${f.message}`), ...named]);
     return code === "storage" || /^http-50[234]$/.test(code) ? EXIT.unavailable : EXIT.failed;
   }
   if (error instanceof MigrationError) {

@@ -33,6 +33,9 @@ export type PublicationResult = z.infer<typeof S.PublicationResult>;
 export type FleetStatus = z.infer<typeof S.FleetStatus>;
 export type LeaseExpiryResult = z.infer<typeof S.LeaseExpiryResult>;
 export type InvariantReport = z.infer<typeof S.InvariantReport>;
+export type VersionIdentity = z.infer<typeof S.VersionIdentity>;
+export type InstanceIdentity = z.infer<typeof S.InstanceIdentity>;
+export type ReplicaIdentity = z.infer<typeof S.ReplicaIdentity>;
 export type AdminRecordKind = "connector-types" | "versions" | "instances" | "replicas" | "admission-policies";
 export type RouteOutcome = "created" | "existing" | "reacquired";
 
@@ -202,6 +205,22 @@ export class RegistryClient {
     return this.json("POST", `/v1/replicas/${enc(replicaId)}/${operation}`, { body: request });
   }
 
+  // Registry reader (host admission, callback and event ingress) ---------------------------------
+  /** A version's identity and state, or null when it does not exist or is not the token's to see. */
+  async readVersion(versionId: string): Promise<VersionIdentity | null> {
+    return this.orNull(this.json("GET", `/v1/registry/versions/${enc(versionId)}`));
+  }
+
+  /** An instance's identity and state (never its secret_provider_ref), or null. */
+  async readInstance(instanceId: string): Promise<InstanceIdentity | null> {
+    return this.orNull(this.json("GET", `/v1/registry/instances/${enc(instanceId)}`));
+  }
+
+  /** A replica's identity, lease and load, or null. */
+  async readReplica(replicaId: string): Promise<ReplicaIdentity | null> {
+    return this.orNull(this.json("GET", `/v1/registry/replicas/${enc(replicaId)}`));
+  }
+
   // Control plane -------------------------------------------------------------------------------
   async publish(changes: Change[], options: { dryRun?: boolean } = {}): Promise<PublicationResult> {
     return this.json("POST", "/v1/admin/publications", { body: { changes }, query: { dry_run: options.dryRun ? "true" : undefined } });
@@ -209,12 +228,7 @@ export class RegistryClient {
 
   /** One record, or null when it does not exist. */
   async adminGet(kind: AdminRecordKind, id: string): Promise<Record<string, unknown> | null> {
-    try {
-      return await this.json("GET", `/v1/admin/${kind}/${enc(id)}`);
-    } catch (error) {
-      if (error instanceof RegistryProblem && error.is("not-found")) return null;
-      throw error;
-    }
+    return this.orNull(this.json("GET", `/v1/admin/${kind}/${enc(id)}`));
   }
 
   async adminBindings(tenantId: string, page: { cursor?: string; limit?: number } = {}): Promise<BindingsPage> {
@@ -243,6 +257,16 @@ export class RegistryClient {
   }
 
   // Plumbing ------------------------------------------------------------------------------------
+  /** A `not-found` answer as null. */
+  private async orNull<T>(read: Promise<T>): Promise<T | null> {
+    try {
+      return await read;
+    } catch (error) {
+      if (error instanceof RegistryProblem && error.is("not-found")) return null;
+      throw error;
+    }
+  }
+
   private async json<T>(method: string, path: string, options: CallOptions = {}): Promise<T> {
     return (await (await this.call(method, path, options)).json()) as T;
   }

@@ -36,6 +36,8 @@ export const ConfigSchema = z.object({
   REGISTRY_MODE: z.enum(["all", "data-plane"]).optional().transform((v) => v ?? "all"),
   PORT: int(8787, 0, 65535),
   HOST: z.string().optional().transform((v) => v ?? "127.0.0.1"),
+  /** Listen on a non-loopback HOST (behind a TLS-terminating proxy); refused otherwise (src/http/bind-check.ts). */
+  ALLOW_NETWORK_BIND: flag(false),
   DATA_DIR: z.string().optional().transform((v) => v ?? ".data"),
   MIGRATE_ON_START: flag(true),
   DB_POOL_MAX: int(16, 1, 1000),

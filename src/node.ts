@@ -24,6 +24,7 @@ import { createPgPool, pgExecutor, withPgSession } from "./db/pg.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
 import { verifySchema } from "./db/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
+import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
@@ -67,6 +68,8 @@ function redact(url: string): string {
 /** Settings that cannot work together are refused before anything is bound or opened. */
 export function checkConfig(config: Config): void {
   const embedded = !config.DATABASE_URL;
+  const bind = bindRefusal(config.HOST, config.ALLOW_NETWORK_BIND);
+  if (bind) throw new StartupError(bind);
   if (config.REGISTRY_MODE === "data-plane") {
     if (embedded) {
       throw new StartupError("REGISTRY_MODE=data-plane needs DATABASE_URL (the data role's URL): the embedded database has no separate control plane");

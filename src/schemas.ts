@@ -21,6 +21,30 @@ export const Id = (max = 256) =>
     .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .refine((s) => new TextEncoder().encode(s).length <= max, `must be at most ${max} bytes`);
 
+/**
+ * Why a replica endpoint is refused, or null when it is accepted: an absolute http(s) URL that the
+ * WHATWG URL parser accepts with a host (as the reference's url crate does: Docker and Compose
+ * service names with `_` are fine), without credentials, query or fragment. Whitespace, control
+ * characters and backslashes are refused too: the parser would silently drop or rewrite them, and
+ * a route pins the endpoint string as given. The database applies the same structural rule
+ * (functions/20_publish.sql, aip_check_endpoint).
+ */
+export function replicaEndpointProblem(value: string): string | null {
+  const authority = /^https?:\/\/([^/]*)/i.exec(value)?.[1];
+  if (!authority) return "must be an absolute http or https URL with a host";
+  if (/[\s\u0000-\u001f\u007f\\]/.test(value)) return "must not contain whitespace, control characters or backslashes";
+  if (/[?#]/.test(value)) return "must not have a query or fragment";
+  if (authority.includes("@")) return "must not carry credentials";
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return "must be a URL the WHATWG URL parser accepts";
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") return "must be an absolute http or https URL with a host";
+  return null;
+}
+
 export const Label = z
   .string()
   .regex(/^[A-Za-z0-9._-]{1,128}$/, "must contain 1 to 128 ASCII letters, digits, dots, dashes or underscores");
@@ -287,18 +311,45 @@ const CheckStatus = z.enum(["not_evaluated", "passed", "failed"]);
 export const Attestation = boundedNesting(
   z.looseObject({
     artifact_digest: Digest,
+    schema_bundle_digest: Digest.openapi({
+      description: "SHA-256 of the canonical `{\"schemas\": [{capability_id, input, output}, ...]}` of the manifest's capabilities, in manifest order; verified at admission.",
+    }),
     sbom_digest: Digest,
     provenance_digest: Digest,
+    conformance_report_digest: Digest,
+    vulnerability_report_digest: Digest,
+    license_report_digest: Digest,
     signature_ref: Id(512),
     signer_identity: Id(512),
-    owner: Id(512),
-    supported_aip_versions: z.array(z.string()),
+    owner: Id(512).openapi({ description: "Must equal the connector type's owner." }),
+    supported_aip_versions: z.array(z.string()).openapi({ description: "Must contain \"1.0\"." }),
+    sdk_version_requirement: Id(256).openapi({
+      description: "A Cargo-style semver requirement (e.g. `^1.0`); it must include this registry's SDK version, 1.0.0.",
+      example: "^1.0",
+    }),
     conformance_status: CheckStatus,
     vulnerability_policy_status: CheckStatus,
     license_policy_status: CheckStatus,
     revocation_status: CheckStatus,
   }),
-).openapi("Attestation");
+).openapi("Attestation", { description: "Supply-chain evidence: every digest well-formed, every status `passed`." });
+
+const Claim = z.boolean().optional();
+/** What the implementation behind one capability supports; an absent member is false. */
+export const ImplementationSupport = z
+  .object({
+    invocation: Claim,
+    cancellation: Claim,
+    streaming: Claim,
+    retry: Claim,
+    transaction: Claim,
+    reconciliation: Claim,
+    compensation: Claim,
+    approval: Claim,
+    credentials: Claim,
+  })
+  .strict()
+  .openapi("ImplementationSupport");
 
 const PositiveLimit = z.number().int().min(1).max(2147483647).nullable().optional();
 
@@ -316,9 +367,28 @@ export const Change = z
         manifest: Manifest,
         manifest_digest: Digest,
         attestation: Attestation,
+        implementation_support: z
+          .record(z.string(), ImplementationSupport)
+          .optional()
+          .openapi({
+            description:
+              "Per capability ID: every callable capability (any `kind` but `resource`) needs an entry claiming `invocation`, " +
+              "and each entry must support what its capability's contract declares (cancellation, streaming, retry, transaction, " +
+              "reconciliation, compensation, approval, credentials).",
+          }),
       })
       .strict(),
     z.object({ op: z.literal("set_version_status"), id: Id(), status: z.enum(["candidate", "admitted", "active", "revoked"]) }).strict(),
+    z
+      .object({
+        op: z.literal("set_version_qualification"),
+        id: Id(),
+        supply_chain_qualified: z.boolean().openapi({
+          description: "false revokes the version's supply-chain qualification (it leaves every catalog and takes no route); true restores it after re-checking the stored evidence.",
+        }),
+        reason: Id(1024).nullable().optional(),
+      })
+      .strict(),
     z
       .object({
         op: z.literal("put_instance"),
@@ -366,7 +436,14 @@ export const Change = z
         id: Id(),
         instance_id: Id(),
         version_id: Id(),
-        endpoint: z.string().max(2048).regex(/^https?:\/\/[A-Za-z0-9.:[\]-]+(\/[^\s?#]*)?$/, "must be an absolute http(s) URL without credentials, query or fragment"),
+        endpoint: z
+          .string()
+          .max(2048)
+          .superRefine((value, ctx) => {
+            const problem = replicaEndpointProblem(value);
+            if (problem) ctx.addIssue({ code: "custom", message: problem });
+          })
+          .openapi({ description: "An absolute http(s) URL with a host, without credentials, query or fragment.", example: "https://crm-euw1a.hosts.example/aip/v1/messages" }),
         peer_principal_id: Id(512),
         peer_principal_kind: Id(128),
         peer_did: Id(1024),
@@ -424,6 +501,64 @@ export const PublicationResult = z
   });
 export type PublicationResult = z.infer<typeof PublicationResult>;
 
+// Registry reader -------------------------------------------------------------------------------
+// Identity and state only: no credential or configuration reference, no manifest.
+const CapabilityDigests = z.object({ id: z.string(), contract_digest: Digest, schema_digest: Digest });
+
+export const VersionIdentity = z
+  .object({
+    id: z.string(),
+    connector_type_id: z.string(),
+    version: z.string(),
+    status: z.enum(["admitted", "active", "revoked"]),
+    supply_chain_qualified: z.boolean(),
+    artifact_digest: Digest,
+    manifest_digest: Digest,
+    attestation: z.record(z.string(), z.unknown()),
+    implementation_support: z.record(z.string(), z.record(z.string(), z.boolean())),
+    capabilities: z.array(CapabilityDigests).openapi({ description: "In capability ID order; the definitions are the catalog's." }),
+    profiles: z.array(z.string()),
+    admitted_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("VersionIdentity");
+export type VersionIdentity = z.infer<typeof VersionIdentity>;
+
+export const InstanceIdentity = z
+  .object({
+    id: z.string(),
+    connector_type_id: z.string(),
+    version_id: z.string().openapi({ description: "The instance's current rollout version." }),
+    tenant_id: z.string(),
+    config_revision: z.number().int(),
+    status: z.enum(["enabled", "disabled"]),
+    updated_at: Timestamp,
+  })
+  .openapi("InstanceIdentity", { description: "An instance without its secret_provider_ref." });
+export type InstanceIdentity = z.infer<typeof InstanceIdentity>;
+
+export const ReplicaIdentity = z
+  .object({
+    id: z.string(),
+    instance_id: z.string(),
+    version_id: z.string(),
+    endpoint: z.string(),
+    peer_principal_id: z.string(),
+    peer_principal_kind: z.string(),
+    peer_did: z.string(),
+    trust_domain: z.string(),
+    transport_profile: z.string(),
+    topology: Topology,
+    status: z.enum(["ready", "draining", "offline"]),
+    lease_expires_at: Timestamp.nullable().openapi({ description: "A replica is live while this is in the future and it is not offline." }),
+    capacity: z.number().int(),
+    active_assignments: z.number().int(),
+    health_revision: z.number().int().openapi({ description: "The sequence its host fences on." }),
+    updated_at: Timestamp,
+  })
+  .openapi("ReplicaIdentity");
+export type ReplicaIdentity = z.infer<typeof ReplicaIdentity>;
+
 // Fleet -----------------------------------------------------------------------------------------
 export const FleetStatus = z
   .object({
@@ -435,7 +570,10 @@ export const FleetStatus = z
     ready_replicas: Count.openapi({ description: "Ready with a live lease." }),
     draining_replicas: Count.openapi({ description: "Draining with a live lease." }),
     offline_replicas: Count,
-    expired_leases: Count.openapi({ description: "Not yet offline but the lease ended: lease maintenance's backlog." }),
+    expired_leases: Count.openapi({
+      description:
+        "Replicas not yet offline whose lease ended: lease maintenance's backlog. (The reference counts every replica whose lease ended, offline ones included: that is `expired_leases + offline_replicas`.)",
+    }),
     open_circuits: Count,
     ready_capacity: Count.openapi({ description: "Summed capacity of the ready replicas with a live lease." }),
     active_assignments: Count.openapi({ description: "Reserved routes, summed over all replicas." }),

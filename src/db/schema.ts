@@ -68,7 +68,12 @@ export const connectorVersions = pgTable(
     manifestDigest: text("manifest_digest").notNull(),
     manifest: jsonb("manifest").notNull(),
     attestation: jsonb("attestation").notNull(),
+    /** Per capability ID, what the implementation behind it supports (invocation, cancellation, ...): the claims admission checked. */
+    implementationSupport: jsonb("implementation_support").notNull().default(sql`'{}'::jsonb`),
+    /** True once admission accepted the supply-chain evidence; an operator may revoke it (set_version_qualification). */
     supplyChainQualified: boolean("supply_chain_qualified").notNull(),
+    /** Why qualification last changed after admission (an operator's reason); null while it stands as admitted. */
+    qualificationReason: text("qualification_reason"),
     admittedAt: ms("admitted_at").notNull().default(sql`now()`),
     updatedAt: updatedAt(),
   },
@@ -294,6 +299,8 @@ export const connectorReplicas = pgTable(
     // filtered on the few rows that index returns, keeping hot columns out of it.
     index("aip_connector_replicas_routing_idx").on(t.instanceId, t.versionId),
     index("aip_connector_replicas_version_idx").on(t.versionId),
+    // The registry reader finds a connector host's own replicas (never updated: HOT still applies).
+    index("aip_connector_replicas_peer_idx").on(t.peerPrincipalId),
     // Lease maintenance finds expired live replicas without scanning the fleet.
     index("aip_connector_replicas_lease_idx")
       .on(t.leaseExpiresAt, t.replicaId)

@@ -6,7 +6,7 @@
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import { RegistryError } from "../registry/errors.js";
 
-export const SCOPES = ["catalog:read", "routes:write", "routes:read", "replicas:write", "registry:admin", "fleet:read"] as const;
+export const SCOPES = ["catalog:read", "routes:write", "routes:read", "replicas:write", "registry:read", "registry:admin", "fleet:read"] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export interface Principal {

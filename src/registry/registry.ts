@@ -2,7 +2,7 @@
  * Typed client of the registry's SQL functions: one method per function, one statement per call.
  *
  * Two executors mirror the database roles: `data` (catalog reads, routing, settlement, replica
- * lifecycle, fleet) and `control` (publication and administrative reads). A data-plane-only
+ * lifecycle, the registry reader, fleet) and `control` (publication and administrative reads). A data-plane-only
  * process has no control executor, and its control methods fail with `forbidden`.
  */
 import type { SqlExecutor } from "../db/executor.js";
@@ -77,6 +77,7 @@ export interface CatalogText {
 
 /** `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`. */
 export const ANY_REVISION = -1;
+export type ReaderKind = "version" | "instance" | "replica";
 
 export interface RegistryExecutors {
   data: SqlExecutor;
@@ -169,6 +170,14 @@ export class Registry {
   /** An operator's transition of any replica: the control role's authority. */
   operatorReplicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest): Promise<LifecycleResult> {
     return this.control("aip_operator_replica_lifecycle($1::text, $2::text, $3::jsonb)", [replicaId, operation, json(request)]);
+  }
+
+  /**
+   * The registry reader: one version, instance or replica's identity and state, or null when it
+   * does not exist or is not visible under the caller's verified tenant and peer principal.
+   */
+  registryRead(kind: ReaderKind, id: string, scope: { tenantId: string | null; peerPrincipalId: string | null }): Promise<Record<string, unknown> | null> {
+    return this.data("aip_registry_read($1::text, $2::text, $3::text, $4::text)", [kind, id, scope.tenantId, scope.peerPrincipalId]);
   }
 
   /** `next_deadline`: the earliest lease end among replicas not yet offline (past: a backlog remains), null when none is live. */

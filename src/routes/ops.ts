@@ -67,6 +67,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
       { name: "catalog", description: "Tenant capability catalog" },
       { name: "routes", description: "Durable action routes" },
       { name: "replicas", description: "Connector-host lifecycle" },
+      { name: "registry", description: "Registry reader: version, instance and replica identities" },
       { name: "admin", description: "Control plane" },
       { name: "fleet", description: "Fleet status and lease maintenance" },
       { name: "operations", description: "Health, readiness and documentation" },

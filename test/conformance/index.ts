@@ -3,9 +3,11 @@
  * main problem codes. Call it inside a test file with a target (see target.ts).
  */
 import { catalogConformance } from "./catalog.js";
+import { concurrencyConformance } from "./concurrency.js";
 import { fleetConformance } from "./fleet.js";
 import { operationsConformance } from "./operations.js";
 import { publicationConformance } from "./publication.js";
+import { readerConformance } from "./reader.js";
 import { replicaConformance } from "./replicas.js";
 import { routingConformance } from "./routing.js";
 import { Api, type ConformanceTarget } from "./target.js";
@@ -19,6 +21,8 @@ export function defineConformanceSuite(target: ConformanceTarget): void {
   catalogConformance(api);
   routingConformance(api);
   replicaConformance(api);
+  readerConformance(api);
+  concurrencyConformance(api);
   fleetConformance(api);
 }
 

@@ -61,12 +61,22 @@ export function publicationConformance(api: Api): void {
       expect(await api.catalogRevision()).toBe(firstRevision);
     });
 
-    it("422 admission for failing supply-chain evidence", async () => {
-      const refused = await version(`cver_${api.prefix}_pub_bad`, fleet.typeId, [`cap:${api.prefix}_pub.bad`], {
-        version: "9.9.9",
-        attestation: attestation("org:acme", { conformance_status: "failed" }),
-      });
-      expectProblem(await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [refused] } }), 422, "admission");
+    it("422 admission for failing supply-chain evidence, naming the field", async () => {
+      const refused = (options: Parameters<typeof version>[3]) =>
+        version(`cver_${api.prefix}_pub_bad`, fleet.typeId, [`cap:${api.prefix}_pub.bad`], { version: "9.9.9", ...options });
+      for (const [options, field] of [
+        [{ attestation: attestation("org:acme", { conformance_status: "failed" }) }, "attestation.conformance_status"],
+        [{ attestation: attestation("org:acme", { sdk_version_requirement: "^2.0" }) }, "attestation.sdk_version_requirement"],
+        [{ attestation: attestation("org:acme", { schema_bundle_digest: `sha256:${"0".repeat(64)}` }) }, "attestation.schema_bundle_digest"],
+        [{ implementation_support: {} }, `implementation_support.cap:${api.prefix}_pub.bad`],
+      ] as const) {
+        const response = await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [await refused(options)] } });
+        expectProblem(response, 422, "admission");
+        expect(response.body.field).toBe(field);
+      }
+      const malformed = await refused({ attestation: attestation("org:acme", { license_report_digest: "sha256:x" }) });
+      expectProblem(await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [malformed] } }), 400, "invalid");
+      expect(await api.catalogRevision()).toBe(firstRevision);
     });
 
     it("400 invalid for an unknown op or an empty batch", async () => {
@@ -117,6 +127,25 @@ export function publicationConformance(api: Api): void {
       const unbound = await api.call("GET", `/v1/admin/catalog/capabilities?unbound=true&q=${encodeURIComponent(`${api.prefix}_pub.`)}`, { token: admin });
       expect(unbound.status).toBe(200);
       expect(unbound.body.total).toBe(2);
+    });
+
+    it("set_version_qualification revokes a version from catalog and routing, and restores it", async () => {
+      const own = await smallFleet(`${api.prefix}_qual`, { tenants: [`${api.prefix}-qual-tenant`] });
+      await publishFleet(api, own);
+      const gateway = await api.tenant(`${api.prefix}-qual-tenant`);
+      const catalog = async () => (await api.call("GET", "/v1/catalog/capabilities", { token: gateway })).body.total as number;
+      const route = (action: string) => api.call("PUT", `/v1/routes/${action}`, { token: gateway, body: { capability_id: own.capabilities[0] } });
+      expect(await catalog()).toBe(1);
+      const qualify = (qualified: boolean) => ({ op: "set_version_qualification", id: own.versionId, supply_chain_qualified: qualified, reason: "vulnerability report changed" });
+      const revoked = await api.publish([qualify(false)]);
+      expect(revoked.results[0]).toMatchObject({ op: "set_version_qualification", outcome: "updated" });
+      expect(await catalog()).toBe(0);
+      expectProblem(await route(`act_${api.prefix}_qual_1`), 404, "binding-unavailable");
+      const view = await api.call("GET", `/v1/admin/versions/${own.versionId}`, { token: admin });
+      expect(view.body).toMatchObject({ supply_chain_qualified: false, qualification_reason: "vulnerability report changed" });
+      await api.publish([qualify(true)]);
+      expect(await catalog()).toBe(1);
+      expect((await route(`act_${api.prefix}_qual_2`)).status).toBe(201);
     });
 
     it("replica provisioning alone does not advance the catalog revision", async () => {

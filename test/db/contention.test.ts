@@ -112,6 +112,34 @@ describe("a new route", () => {
   });
 });
 
+describe("refusal precedence while every eligible replica is busy", () => {
+  // The reference tries to lock a replica first (33 attempts) and only then consults the policy
+  // and the counters, so a tenant at its limit whose replicas stay busy hears replica-unavailable.
+  // Here the refusals that do not depend on which replica serves come first, without waiting for
+  // a busy row: the answer the reference gives once the row frees, given at once.
+  it("answers a tenant at its limit capacity-exceeded and a disabled policy admission, without waiting", async () => {
+    const limited = await publishRoutingFleet(db.registry, {
+      prefix: "busylimit",
+      tenant: "tenant-busylimit",
+      policy: { max_tenant_in_flight: 1 },
+      instances: [{ name: "main", replicas: [{ name: "a", capacity: 8 }] }],
+    });
+    await db.registry.resolveRoute("act_busylimit_held", limited.tenant, limited.capability);
+    const holdReplica = (holder: pg.PoolClient) =>
+      holder.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = $1 FOR NO KEY UPDATE", [limited.replica.a]);
+    const before = await registryState(db.owner);
+    const capacity = await whileHeld(holdReplica, () => refusal(db.registry.resolveRoute("act_busylimit_1", limited.tenant, limited.capability)));
+    expect(capacity.code).toBe("capacity-exceeded");
+    expect(capacity.extensions).toMatchObject({ scope: "tenant", limit: 1 });
+    expect(await registryState(db.owner)).toEqual(before);
+
+    await db.registry.publish([{ op: "put_admission_policy", policy_ref: limited.policyRef, revision: 2, enabled: false, max_tenant_in_flight: 100 }]);
+    const admission = await whileHeld(holdReplica, () => refusal(db.registry.resolveRoute("act_busylimit_2", limited.tenant, limited.capability)));
+    expect(admission.code).toBe("admission");
+    expect(admission.extensions).toMatchObject({ policy_ref: limited.policyRef });
+  });
+});
+
 describe("an existing route", () => {
   it("answers its action held by another request past lock_timeout as replica-unavailable", async () => {
     const error = await whileHeld(

@@ -87,6 +87,11 @@ it("counts replicas by status, live leases, open circuits, ready capacity and ac
   });
   expect(Date.parse(status.observed_at)).toBeGreaterThanOrEqual(before);
   expect(Date.parse(status.observed_at)).toBeLessThanOrEqual(after);
+  // The reference's expired_leases counts every replica whose lease ended, offline ones included
+  // (reference-behaviour.md 6.5); ours is the maintenance backlog. Every offline replica's lease
+  // has ended, so the reference's figure is always ours plus offline_replicas.
+  const { rows } = await db.owner.query<{ n: number }>("SELECT count(*)::int AS n FROM aip_connector_replicas WHERE lease_expires_at <= clock_timestamp()");
+  expect(rows[0]!.n).toBe(status.expired_leases + status.offline_replicas);
 
   const onExpired = routes.filter((r) => r.replica_id === "crepl_fs_expired").length;
   expect(await db.registry.expireLeases(10)).toMatchObject({ expired: 1, released: onExpired });

@@ -4,7 +4,7 @@
  * untouched.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { canonicalDigest } from "../../src/canonical-json.js";
+import { canonicalDigest, schemaBundleDigest } from "../../src/canonical-json.js";
 import type { ProblemCode } from "../../src/registry/errors.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { attestation, capability, connectorType, version } from "../support/fleet.js";
@@ -74,12 +74,184 @@ describe("supply-chain evidence", () => {
     await refuse(await version("cver_adm_unknown", "ctype_adm_missing", ["cap:adm.run"]), "not-found");
   });
 
-  it.each(["artifact_digest", "sbom_digest", "provenance_digest"])("refuses a malformed %s as invalid", async (field) => {
-    for (const digest of [`sha256:${"A".repeat(64)}`, `sha256:${"a".repeat(63)}`, "a".repeat(64), `sha512:${"a".repeat(64)}`, ""]) {
+  it.each([
+    "artifact_digest",
+    "schema_bundle_digest",
+    "sbom_digest",
+    "provenance_digest",
+    "conformance_report_digest",
+    "vulnerability_report_digest",
+    "license_report_digest",
+  ])("refuses a malformed or missing %s as invalid, naming it", async (field) => {
+    for (const digest of [`sha256:${"A".repeat(64)}`, `sha256:${"a".repeat(63)}`, "a".repeat(64), `sha512:${"a".repeat(64)}`, "", null]) {
       const error = await refuse(await fresh({ attestation: attestation(OWNER, { [field]: digest }) }), "invalid");
-      expect(error.extensions.errors).toEqual([expect.objectContaining({ field: expect.stringContaining(field) })]);
+      expect(error.extensions.errors).toEqual([expect.objectContaining({ field: `attestation.${field}` })]);
     }
   });
+
+  it.each(["signature_ref", "signer_identity", "owner", "sdk_version_requirement"])("refuses a missing or blank %s as invalid", async (field) => {
+    for (const value of [undefined, " ", 7]) {
+      const evidence = attestation(OWNER, { [field]: value });
+      if (value === undefined) delete evidence[field];
+      const error = await refuse(await fresh({ attestation: evidence }), "invalid");
+      expect(error.extensions.errors).toEqual([expect.objectContaining({ field: `attestation.${field}` })]);
+    }
+  });
+});
+
+describe("SDK version requirement", () => {
+  // This registry implements the 1.0.0 registry/SDK contracts (functions/20_publish.sql).
+  it.each(["^1.0", "^1", "1.0.0", "=1.0.0", ">=1.0, <2.0", "~1.0", "1.*", "1.x", "*", ">=0.9.0", "<=1.0.0", ">0.9.9", " ^1.0.0 , <1.1 "])(
+    "admits an artifact whose requirement %j includes 1.0.0",
+    async (requirement) => {
+      const admitted = await db.registry.publish([await fresh({ attestation: attestation(OWNER, { sdk_version_requirement: requirement }) })]);
+      expect(admitted.results[0]?.outcome).toBe("created");
+    },
+  );
+
+  it.each(["^2.0", "^0.9", ">1.0.0", "<1.0.0", "~1.1", "=1.0.1", "2.*", ">=1.0, <1.0.0", "^1.0.1", "=1.0.0-rc.1", "<1.0.0-rc.1"])(
+    "refuses an artifact whose requirement %j excludes 1.0.0",
+    async (requirement) => {
+      const error = await refuse(await fresh({ attestation: attestation(OWNER, { sdk_version_requirement: requirement }) }), "admission", /does not include registry SDK `1\.0\.0`/);
+      expect(error.extensions).toMatchObject({ field: "attestation.sdk_version_requirement", registry_sdk_version: "1.0.0" });
+    },
+  );
+
+  it.each(["latest", "1.0.0.0", "v1.0", ">= 1.*", "1.0,", "^01.0", "1.0.0+build", "1.0 || 2.0", "1.0 - 2.0", "*.1"])(
+    "refuses an unparseable requirement %j as admission, naming the field",
+    async (requirement) => {
+      const error = await refuse(await fresh({ attestation: attestation(OWNER, { sdk_version_requirement: requirement }) }), "admission", /not a valid semver requirement/);
+      expect(error.extensions).toMatchObject({ field: "attestation.sdk_version_requirement" });
+    },
+  );
+});
+
+describe("schema bundle digest", () => {
+  const capabilities = [
+    { id: "cap:adm.bundle.b", output_schema: { type: "array" } },
+    { id: "cap:adm.bundle.a", input_schema: { type: "object", properties: { x: { type: "number" } } }, output_schema: undefined },
+  ];
+
+  it("admits the digest of the canonical schemas in manifest order, a missing output schema as null", async () => {
+    const change = await fresh({}, capabilities);
+    const manifest = change.manifest as { capabilities: Record<string, unknown>[] };
+    expect(JSON.parse(JSON.stringify(manifest.capabilities[1]))).not.toHaveProperty("output_schema");
+    expect(change.attestation.schema_bundle_digest).toBe(await schemaBundleDigest(manifest.capabilities));
+    const admitted = await db.registry.publish([change]);
+    expect(admitted.results[0]?.outcome).toBe("created");
+  });
+
+  it("refuses a digest of anything else, with the one it computed", async () => {
+    const change = await fresh({}, capabilities);
+    const manifest = change.manifest as { capabilities: Record<string, unknown>[] };
+    const computed = change.attestation.schema_bundle_digest;
+    for (const wrong of [
+      await schemaBundleDigest([...manifest.capabilities].reverse()), // another order
+      await schemaBundleDigest(manifest.capabilities.slice(1)), // a schema left out
+      await schemaBundleDigest(manifest.capabilities.map((c) => ({ ...c, output_schema: c.output_schema ?? {} }))), // missing output as {}
+      await canonicalDigest(manifest), // the manifest digest
+    ]) {
+      const error = await refuse({ ...change, attestation: { ...change.attestation, schema_bundle_digest: wrong } }, "admission", /schema bundle digest/);
+      expect(error.extensions).toMatchObject({ field: "attestation.schema_bundle_digest", computed });
+    }
+  });
+});
+
+describe("implementation claims", () => {
+  const contract = {
+    execution: { supports_sync: true, supports_cancel: true, supports_streaming: true, supports_retry: true },
+    transaction: { supported_modes: ["execute", "reconcile"] },
+    compensation: { mode: "supported", compensation_capability_id: "cap:adm.claims.undo" },
+    approval: { required: true },
+    credentials: { required: true },
+  };
+  const everything = {
+    invocation: true,
+    cancellation: true,
+    streaming: true,
+    retry: true,
+    transaction: true,
+    reconciliation: true,
+    compensation: true,
+    approval: true,
+    credentials: true,
+  };
+  const claimed = (claims: Record<string, unknown>) => fresh({ implementation_support: { "cap:adm.claims": claims } }, [{ id: "cap:adm.claims", contract }]);
+
+  it("admits a version whose claims support everything its contracts declare", async () => {
+    const admitted = await db.registry.publish([await claimed(everything)]);
+    expect(admitted.results[0]?.outcome).toBe("created");
+  });
+
+  it.each(Object.keys(everything))("refuses a contract declaring what the implementation does not claim: %s", async (claim) => {
+    for (const value of [false, undefined]) {
+      const claims: Record<string, unknown> = { ...everything, [claim]: value };
+      if (value === undefined) delete claims[claim];
+      const error = await refuse(await claimed(claims), "admission", new RegExp(`declares \`${claim}\``));
+      expect(error.extensions).toMatchObject({ field: `implementation_support.cap:adm.claims.${claim}`, capability_id: "cap:adm.claims" });
+    }
+  });
+
+  it("refuses a callable capability without a claim, and admits a resource without one", async () => {
+    for (const kind of ["tool", undefined, "prompt"]) {
+      const error = await refuse(await fresh({ implementation_support: {} }, [{ id: "cap:adm.unclaimed", kind }]), "admission", /no implementation claim/);
+      expect(error.extensions).toMatchObject({ field: "implementation_support.cap:adm.unclaimed" });
+    }
+    const resource = await fresh({ implementation_support: {} }, [{ id: "cap:adm.resource", kind: "resource" }]);
+    expect((await db.registry.publish([resource])).results[0]?.outcome).toBe("created");
+  });
+
+  it("refuses a claim for an undeclared capability or of an unknown kind as invalid", async () => {
+    for (const support of [
+      { "cap:adm.run": { invocation: true }, "cap:adm.other": { invocation: true } },
+      { "cap:adm.run": { invocation: true, cancelation: true } },
+      { "cap:adm.run": { invocation: "yes" } },
+      { "cap:adm.run": true },
+      [],
+    ]) {
+      const error = await refuse(await fresh({ implementation_support: support as Record<string, unknown> }), "invalid");
+      expect(error.extensions.errors).toEqual([expect.objectContaining({ field: expect.stringMatching(/^implementation_support/) })]);
+    }
+  });
+
+  it("keeps the claims as admitted: a re-put with other claims is a conflict", async () => {
+    const change = await fresh({ implementation_support: { "cap:adm.run": { invocation: true } } });
+    await db.registry.publish([change]);
+    expect((await db.registry.publish([change])).results[0]?.outcome).toBe("unchanged");
+    await refuse({ ...change, implementation_support: { "cap:adm.run": { invocation: true, streaming: true } } }, "conflict", /immutable/);
+    const stored = await db.registry.adminGet("version", change.id);
+    expect(stored?.implementation_support).toEqual({ "cap:adm.run": { invocation: true } });
+  });
+});
+
+describe("the order of refusals", () => {
+  it("refuses malformed evidence (invalid) before evidence that does not pass (admission)", async () => {
+    const error = await refuse(
+      await fresh({ status: "candidate", attestation: attestation(OWNER, { conformance_status: "failed", license_report_digest: "sha256:nope" }) }),
+      "invalid",
+    );
+    expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "attestation.license_report_digest" })]);
+  });
+
+  it("refuses in the reference's order: AIP version, SDK requirement, check statuses, schema bundle, claims", async () => {
+    const broken = {
+      supported_aip_versions: ["0.9"],
+      sdk_version_requirement: "^2",
+      vulnerability_policy_status: "failed",
+      schema_bundle_digest: `sha256:${"9".repeat(64)}`,
+    };
+    const expected = ["attestation.supported_aip_versions", "attestation.sdk_version_requirement", "attestation.vulnerability_policy_status", "attestation.schema_bundle_digest"];
+    for (const [i, field] of expected.entries()) {
+      const fixed = Object.fromEntries(Object.entries(broken).slice(i));
+      const error = await refuse(await fresh({ attestation: attestation(OWNER, fixed), implementation_support: {} }), "admission");
+      expect(error.extensions.field).toBe(field);
+    }
+    const error = await refuse(await fresh({ implementation_support: {} }), "admission");
+    expect(error.extensions.field).toBe("implementation_support.cap:adm.run");
+  });
+});
+
+describe("manifest digest", () => {
 
   it("refuses a malformed manifest digest as invalid", async () => {
     const change = await fresh();

@@ -97,7 +97,7 @@ describe("connector version: content is immutable; status moves admitted <-> act
     const otherManifest = await version(v1.id, typeId, [{ id: "cap:rules.ver.a", description: "changed" }], { attestation: v1.attestation });
     await refuse([otherManifest], "conflict", /immutable/);
     await refuse([{ ...v1, attestation: { ...v1.attestation, signer_identity: "someone-else@acme.example" } }], "conflict", /immutable/);
-    await refuse([{ ...v1, attestation: attestation() }], "conflict", /immutable/);
+    await refuse([{ ...v1, attestation: { ...attestation(), schema_bundle_digest: v1.attestation.schema_bundle_digest } }], "conflict", /immutable/);
     await refuse([{ ...v1, version: "9.9.9" }], "conflict", /immutable/);
     await accept([connectorType("ctype_rules_ver_other")]);
     await refuse([{ ...v1, connector_type_id: "ctype_rules_ver_other" }], "conflict", /immutable/);

@@ -81,6 +81,23 @@ describe("register", () => {
     await expectProblem(lifecycle(db.registry, oldReplica, "register", { previous_sequence: sequence }), "admission");
     expect(await replicaRow(db, oldReplica)).toMatchObject({ status: "offline", health_revision: sequence });
   });
+
+  it("is refused, as resolve would refuse the chain, while the instance or the connector type is disabled", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "regoff" });
+    const id = fleet.replicas[0]!;
+    const tenant = fleet.tenants[0]!;
+    await db.registry.publish([instance(tenant.instanceId, fleet.typeId, fleet.versionId, tenant.tenant, 2, { status: "disabled" })]);
+    const disabledInstance = await expectProblem(lifecycle(db.registry, id, "register"), "admission");
+    expect(disabledInstance.message).toMatch(/instance .* is disabled/);
+    expect(disabledInstance.extensions).toMatchObject({ replica_id: id, version_id: fleet.versionId });
+    await db.registry.publish([instance(tenant.instanceId, fleet.typeId, fleet.versionId, tenant.tenant, 3)]);
+    await db.registry.publish([{ op: "set_connector_type_enabled", id: fleet.typeId, enabled: false }]);
+    expect((await expectProblem(lifecycle(db.registry, id, "register"), "admission")).message).toMatch(/connector type .* is disabled/);
+    // Refused registrations consume nothing and move nothing.
+    expect(await replicaRow(db, id)).toMatchObject({ status: "offline", health_revision: 0 });
+    await db.registry.publish([{ op: "set_connector_type_enabled", id: fleet.typeId, enabled: true }]);
+    expect((await lifecycle(db.registry, id, "register")).status).toBe("ready");
+  });
 });
 
 describe("transitions and fences", () => {

@@ -33,6 +33,7 @@ const DATA_FUNCTIONS = [
   "aip_fleet_status()",
   "aip_get_route(text,text)",
   "aip_host_replica_lifecycle(text,text,jsonb,text)",
+  "aip_registry_read(text,text,text,text)",
   "aip_resolve_route(text,text,text,jsonb)",
   "aip_schema_status()",
   "aip_settle_route(text,text,jsonb,text)",

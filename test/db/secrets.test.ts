@@ -176,6 +176,7 @@ describe("the HTTP schemas of persisted input", () => {
     const doc = (await (await api.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, any>>; components: { schemas: Record<string, any> } };
     const strict: string[] = [];
     const loose: string[] = [];
+    const maps: string[] = [];
     const visit = (schema: any, where: string, seen: Set<string>) => {
       if (!schema || typeof schema !== "object") return;
       if (schema.$ref) {
@@ -188,6 +189,11 @@ describe("the HTTP schemas of persisted input", () => {
       if (schema.items) visit(schema.items, `${where}[]`, seen);
       if (schema.type === "object" || schema.properties) {
         if (LOOSE.has(where)) return void loose.push(where);
+        if (!schema.properties && schema.additionalProperties && typeof schema.additionalProperties === "object") {
+          // A map keyed by identifiers (implementation_support by capability ID): its values must be strict.
+          maps.push(where);
+          return visit(schema.additionalProperties, `${where}{}`, seen);
+        }
         expect(schema.additionalProperties, `${where} must refuse unknown members`).toBe(false);
         strict.push(where);
         for (const [name, s] of Object.entries(schema.properties ?? {})) visit(s, `${where}.${name}`, seen);
@@ -199,7 +205,10 @@ describe("the HTTP schemas of persisted input", () => {
         if (schema) visit(schema, `${method.toUpperCase()} ${path}`, new Set());
       }
     }
-    expect(strict).toEqual(expect.arrayContaining(["ResolveRequest", "SettlementRequest", "LifecycleRequest", "PublicationRequest", "TopologyPreference", "Change[4]", "Change[5]", "Change[7]"]));
+    expect(strict).toEqual(
+      expect.arrayContaining(["ResolveRequest", "SettlementRequest", "LifecycleRequest", "PublicationRequest", "TopologyPreference", "Change[5]", "Change[6]", "Change[8]", "ImplementationSupport"]),
+    );
+    expect(maps).toEqual(["Change[2].implementation_support"]);
     expect(new Set(loose)).toEqual(LOOSE);
   });
 });

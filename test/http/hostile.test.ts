@@ -59,7 +59,7 @@ describe("nesting: 128 levels pass, 129 are refused, by the HTTP schema and by S
     const publish = async (id: string, depth: number) => {
       const change = await version(id, "ctype_ho", ["cap:ho.search"]);
       const manifest = { ...change.manifest, note: JSON.parse(nested(depth - 1).text) };
-      const body = JSON.stringify({ changes: [{ ...change, manifest, manifest_digest: await canonicalDigest(manifest), attestation: attestation() }] });
+      const body = JSON.stringify({ changes: [{ ...change, manifest, manifest_digest: await canonicalDigest(manifest), attestation: { ...attestation(), schema_bundle_digest: change.attestation.schema_bundle_digest } }] });
       return { body, response: await raw("POST", PUBLICATIONS, body, admin) };
     };
     const before = await registryState(db.owner);

@@ -2,7 +2,7 @@
  * Builders of valid publication changes for tests: each returns a change record that the
  * registry accepts as is; tests override single fields to break exactly one rule.
  */
-import { canonicalDigest } from "../../src/canonical-json.js";
+import { canonicalDigest, schemaBundleDigest } from "../../src/canonical-json.js";
 import type { Registry } from "../../src/registry/registry.js";
 
 export interface CapabilitySpec {
@@ -19,7 +19,7 @@ let artifactCounter = 0;
 /** A fresh, well-formed sha256 digest (artifact digests must be unique per version). */
 export const uniqueDigest = () => `sha256:${hex(Date.now() * 1000 + ++artifactCounter)}`;
 
-export function capability(spec: CapabilitySpec): Record<string, unknown> {
+export function capability(spec: CapabilitySpec): CapabilitySpec {
   return {
     name: spec.id.replace(/^cap:/, ""),
     description: `Capability ${spec.id}`,
@@ -34,15 +34,23 @@ export function connectorType(id: string, owner = "org:acme") {
   return { op: "put_connector_type" as const, id, name: `Connector ${id}`, owner, enabled: true };
 }
 
-export function attestation(owner = "org:acme", overrides: Record<string, unknown> = {}) {
+/**
+ * Passing supply-chain evidence without its schema_bundle_digest, which depends on the manifest:
+ * version() adds it unless the attestation states one.
+ */
+export function attestation(owner = "org:acme", overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     artifact_digest: uniqueDigest(),
     sbom_digest: `sha256:${"b".repeat(64)}`,
     provenance_digest: `sha256:${"c".repeat(64)}`,
+    conformance_report_digest: `sha256:${"d".repeat(64)}`,
+    vulnerability_report_digest: `sha256:${"e".repeat(64)}`,
+    license_report_digest: `sha256:${"f".repeat(64)}`,
     signature_ref: "sigstore://rekor/1234",
     signer_identity: "build@acme.example",
     owner,
     supported_aip_versions: ["1.0"],
+    sdk_version_requirement: "^1.0",
     conformance_status: "passed",
     vulnerability_policy_status: "passed",
     license_policy_status: "passed",
@@ -51,11 +59,22 @@ export function attestation(owner = "org:acme", overrides: Record<string, unknow
   };
 }
 
+/** An implementation claim of invocation for every capability: what a plain tool needs. */
+export const invocationClaims = (capabilities: readonly { id: unknown }[]) =>
+  Object.fromEntries(capabilities.map((c) => [String(c.id), { invocation: true }]));
+
 export async function version(
   id: string,
   typeId: string,
   capabilities: (string | CapabilitySpec)[],
-  options: { version?: string; status?: string; profiles?: string[]; owner?: string; attestation?: Record<string, unknown> } = {},
+  options: {
+    version?: string;
+    status?: string;
+    profiles?: string[];
+    owner?: string;
+    attestation?: Record<string, unknown>;
+    implementation_support?: Record<string, unknown>;
+  } = {},
 ) {
   const manifest = {
     manifest_version: "1.0",
@@ -63,6 +82,7 @@ export async function version(
     capabilities: capabilities.map((c) => capability(typeof c === "string" ? { id: c } : c)),
     profiles: options.profiles ?? ["aip.native.http.v1"],
   };
+  const evidence = options.attestation ?? attestation(options.owner);
   return {
     op: "admit_version" as const,
     id,
@@ -71,7 +91,8 @@ export async function version(
     status: options.status ?? "active",
     manifest,
     manifest_digest: await canonicalDigest(manifest),
-    attestation: options.attestation ?? attestation(options.owner),
+    attestation: "schema_bundle_digest" in evidence ? evidence : { ...evidence, schema_bundle_digest: await schemaBundleDigest(manifest.capabilities) },
+    implementation_support: options.implementation_support ?? invocationClaims(manifest.capabilities),
   };
 }
 

@@ -117,6 +117,15 @@ describe("RegistryClient", () => {
     await expect(gateway.getRoute("act_never")).rejects.toMatchObject({ code: "not-found" });
   });
 
+  it("reads version, instance and replica identities as a host, null for what it may not see", async () => {
+    const reader = client(await api.token({ scopes: ["registry:read"], peerPrincipalId: "service:crepl_client_a" }));
+    expect(await reader.readReplica("crepl_client_a")).toMatchObject({ id: "crepl_client_a", instance_id: "cinst_client_a", status: "ready" });
+    expect(await reader.readInstance("cinst_client_a")).toMatchObject({ id: "cinst_client_a", tenant_id: "tenant-a", config_revision: 1 });
+    expect(await reader.readVersion("cver_client_1")).toMatchObject({ id: "cver_client_1", status: "active", supply_chain_qualified: true });
+    expect(await reader.readReplica("crepl_client_nobody")).toBeNull();
+    await expect(gateway.readVersion("cver_client_1")).rejects.toMatchObject({ code: "forbidden" });
+  });
+
   it("turns a non-registry error answer (a proxy's 502) into a RegistryProblem that keeps the status", async () => {
     const proxied = new RegistryClient({ baseUrl: "http://registry.test", fetch: async () => new Response("Bad gateway", { status: 502, statusText: "Bad Gateway" }) });
     const error = (await proxied.health().catch((e: unknown) => e)) as RegistryProblem;
