@@ -13,6 +13,7 @@ import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
 import { authenticate } from "./http/guards.js";
 import { registerDashboardRoute } from "./dashboard/route.js";
+import { registerDocsRoutes, type DocsAssets } from "./docs/route.js";
 import { problemResponse } from "./http/problem.js";
 import { accessLog, type AccessLogSink } from "./observability/access-log.js";
 import { RegistryMetrics, type MetricsOptions } from "./observability/metrics.js";
@@ -43,6 +44,11 @@ export interface AppOptions {
   metrics?: MetricsOptions;
   /** Serve the fleet dashboard at /dashboard (default true). */
   dashboard?: boolean;
+  /**
+   * Where the /docs page loads Swagger UI from: `bundled` (default) from this server, which serves
+   * the installed package's files (Node); `cdn` from the pinned jsDelivr URLs (the Worker).
+   */
+  docsAssets?: DocsAssets;
 }
 
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
@@ -77,6 +83,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerReplicaRoutes(app, registry);
   registerAdminRoutes(app, registry);
   registerFleetRoutes(app, registry);
+  registerDocsRoutes(app, options.docsAssets ?? "bundled");
   if (options.dashboard ?? true) registerDashboardRoute(app);
   if (metrics && options.metrics) registerMetricsRoute(app, { registry, metrics, authenticator: options.authenticator, options: options.metrics });
 

@@ -1,8 +1,8 @@
 /**
- * Operations endpoints (no auth): liveness, readiness, the OpenAPI document and its reference page.
+ * Operations endpoints (no auth): liveness, readiness and the OpenAPI document (its reference page
+ * is src/docs/route.ts).
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { Scalar } from "@scalar/hono-api-reference";
 import { verifySchema } from "../db/schema-check.js";
 import type { AppEnv } from "../http/env.js";
 import { fromDatabaseError } from "../registry/errors.js";
@@ -73,5 +73,4 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
     ],
   });
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer", bearerFormat: "JWT" });
-  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "AIP registry API" }));
 }
