@@ -96,7 +96,9 @@ export const AdmissionSnapshot = z
     policy_ref: z.string().nullable(),
     policy_revision: z.number().int(),
     scopes: z.array(AdmissionScope),
-    retry_scope: AdmissionScope.nullable(),
+    // A union, not .nullable(): zod-openapi renders that as allOf [$ref, {type: [object, null]}],
+    // which no null satisfies (the $ref is an object).
+    retry_scope: z.union([AdmissionScope, z.null()]),
     circuit_failure_threshold: z.number().int(),
     circuit_open_ms: z.number().int(),
   })
