@@ -13,6 +13,12 @@ import { z } from "@hono/zod-openapi";
 const noControl = (s: string) => !/[\u0000]|\p{Cs}/u.test(s);
 
 /** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
+/**
+ * An integer query parameter. `abc` or `1.5` is "must be an integer" (plain z.coerce would answer
+ * "expected number, received NaN").
+ */
+export const QueryInteger = () => z.coerce.number({ error: "must be an integer" }).int({ error: "must be an integer" });
+
 export const Id = (max = 256) =>
   z
     .string()
@@ -227,10 +233,8 @@ export const CatalogQuery = z.object({
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
   cursor: z.string().max(1100).refine(noControl, "must not contain NUL or an unpaired surrogate").optional().openapi({ description: "`next_cursor` of the previous page." }),
-  limit: z.coerce.number().int().optional().openapi({ description: "Items per page, clamped to [1, 200]; default 100." }),
-  max_bytes: z.coerce
-    .number()
-    .int()
+  limit: QueryInteger().optional().openapi({ description: "Items per page, clamped to [1, 200]; default 100." }),
+  max_bytes: QueryInteger()
     .min(1)
     .optional()
     .openapi({ description: "Page byte budget (canonical JSON of the definitions); at most 4 MiB, the default. Smaller than the next definition: 400." }),

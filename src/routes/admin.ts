@@ -7,7 +7,7 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { RecordKind, Registry } from "../registry/registry.js";
-import { CatalogPage, CatalogQuery, Id, InvariantReport, PublicationRequest, PublicationResult } from "../schemas.js";
+import { CatalogPage, CatalogQuery, Id, InvariantReport, PublicationRequest, PublicationResult, QueryInteger } from "../schemas.js";
 import { bearer, json, jsonBody, pathId, problems } from "./common.js";
 
 const KINDS = {
@@ -58,9 +58,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
         query: z.object({
           tenant_id: Id(),
           cursor: z.string().max(2048).optional().openapi({ description: "`next_cursor` of the previous page." }),
-          limit: z.coerce
-            .number()
-            .int()
+          limit: QueryInteger()
             .optional()
             .transform((limit) => (limit === undefined ? undefined : Math.min(Math.max(limit, 1), 1000)))
             .openapi({ description: "Clamped to [1, 1000]; default 100." }),

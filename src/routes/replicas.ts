@@ -8,7 +8,7 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
-import { RegistryError } from "../registry/errors.js";
+import { BearerRefusal } from "../http/problem.js";
 import type { Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";
 import { bearer, json, jsonBody, pathId, problems } from "./common.js";
@@ -49,7 +49,7 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       let peer: string | null = principal.peerPrincipalId;
       if (!peer) {
         if (!principal.scopes.has("registry:admin")) {
-          throw new RegistryError("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas");
+          throw new BearerRefusal("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas", "insufficient_scope");
         }
         peer = null; // operator authority
       }
