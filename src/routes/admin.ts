@@ -8,7 +8,7 @@ import { requireScope } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { RecordKind, Registry } from "../registry/registry.js";
 import { CatalogPage, CatalogQuery, Id, InvariantReport, PublicationRequest, PublicationResult, QueryInteger } from "../schemas.js";
-import { bearer, json, jsonBody, pathId, problems } from "./common.js";
+import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
 
 const KINDS = {
   "connector-types": "connector_type",
@@ -37,7 +37,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       security: bearer,
       middleware: admin,
       request: { query: z.object({ dry_run: Flag.optional() }), body: jsonBody(PublicationRequest) },
-      responses: { 200: json(PublicationResult, "The resulting revision and each change's outcome"), ...problems("not-found", "conflict", "admission", "payload-too-large") },
+      responses: { 200: json(PublicationResult, "The resulting revision and each change's outcome"), ...bodyProblems("not-found", "conflict", "admission") },
     }),
     async (c) => {
       const { dry_run } = c.req.valid("query");

@@ -76,6 +76,9 @@ export function problems(...codes: ProblemCode[]) {
   );
 }
 
+/** The problems of an operation with a JSON request body: its own, plus a body over the limit or not JSON. */
+export const bodyProblems = (...codes: ProblemCode[]) => problems("payload-too-large", "unsupported-media-type", ...codes);
+
 export const json = <T extends z.ZodTypeAny>(schema: T, description: string) => ({
   description,
   content: { "application/json": { schema } },

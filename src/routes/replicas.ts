@@ -11,7 +11,7 @@ import { requireScope } from "../http/guards.js";
 import { BearerRefusal } from "../http/problem.js";
 import type { Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";
-import { bearer, json, jsonBody, pathId, problems } from "./common.js";
+import { bearer, bodyProblems, json, jsonBody, pathId } from "./common.js";
 
 export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
   app.openapi(
@@ -41,7 +41,7 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
         }),
         body: jsonBody(LifecycleRequest),
       },
-      responses: { 200: json(LifecycleResponse, "The replica's new lease and sequence"), ...problems("not-found", "conflict", "admission") },
+      responses: { 200: json(LifecycleResponse, "The replica's new lease and sequence"), ...bodyProblems("not-found", "conflict", "admission") },
     }),
     async (c) => {
       const { replica_id, operation } = c.req.valid("param");
