@@ -4,15 +4,13 @@
  *
  * The shared server cannot be restarted under the suite: the global setup keeps an admin session
  * open for its teardown, and a restarted embedded server is a new postmaster that its teardown
- * (EmbeddedPostgres.stop(), which waits for the original child to exit) would never stop. Here the
- * server is stopped with pg_ctl, which stops whichever postmaster runs the data directory.
+ * (which waits for the original child to exit) would never stop. Here the server is stopped with
+ * pg_ctl, which stops whichever postmaster runs the data directory.
  */
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { promisify } from "node:util";
-import { startEmbeddedServer } from "./embedded-postgres.js";
+import { embeddedBinaries, startEmbeddedServer } from "./embedded-postgres.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
@@ -22,15 +20,8 @@ const run = promisify(execFile);
 
 /** pg_ctl of the installed embedded-postgres binaries for this platform, if any. */
 export function embeddedPgCtl(): string | null {
-  try {
-    const require = createRequire(import.meta.url);
-    // The package exports only dist/index.js; the binaries sit beside dist/.
-    const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
-    const pgCtl = join(dirname(dirname(entry)), "native", "bin", "pg_ctl");
-    return existsSync(pgCtl) ? pgCtl : null;
-  } catch {
-    return null;
-  }
+  const root = embeddedBinaries();
+  return root ? join(root, "bin", "pg_ctl") : null;
 }
 
 export interface PrivateServer {
@@ -45,8 +36,6 @@ export interface PrivateServer {
 }
 
 export async function startPrivateServer(options: { maxConnections?: number } = {}): Promise<PrivateServer> {
-  const pgCtl = embeddedPgCtl();
-  if (!pgCtl) throw new Error("no embedded-postgres binaries for this platform");
   // dirMode 0o777: pg_ctl, run as the server's OS user, writes its log file into dir.
   const server = await startEmbeddedServer({
     dirPrefix: "aip-registry-restart-",
@@ -56,12 +45,15 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
     // and a retry then creates a second route for an action whose first one a client holds.
     postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 60}`, "-c", "fsync=off", "-c", "full_page_writes=off"],
   });
-  const { dir, dataDir, adminUrl } = server;
+  const { dir, dataDir, adminUrl, binDir, osUser } = server;
   // pg_ctl as the server's OS user; its log file keeps the new postmaster off our pipes.
   const pgCtlCommand = async (args: string) => {
-    const command = `${pgCtl} -D ${dataDir} ${args} -l ${join(dir, "pg_ctl.log")}`;
-    if (process.getuid?.() === 0) await run("su", ["postgres", "-s", "/bin/sh", "-c", command], { timeout: 180_000 });
-    else await run("/bin/sh", ["-c", command], { timeout: 180_000 });
+    await run(join(binDir, "pg_ctl"), ["-D", dataDir, ...args.split(" "), "-l", join(dir, "pg_ctl.log")], {
+      timeout: 180_000,
+      // The server's user may not be able to enter our working directory (a private checkout).
+      cwd: dir,
+      ...(osUser ? { uid: osUser.uid, gid: osUser.gid } : {}),
+    });
   };
   const database = "aip_restart";
   const url = (login?: string) => {
