@@ -12,13 +12,13 @@ import { z } from "@hono/zod-openapi";
 // database: two different IDs ("a\ud800", "a\ufffd") must never become the same one.
 const noControl = (s: string) => !/[\u0000]|\p{Cs}/u.test(s);
 
-/** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
 /**
  * An integer query parameter. `abc` or `1.5` is "must be an integer" (plain z.coerce would answer
  * "expected number, received NaN").
  */
 export const QueryInteger = () => z.coerce.number({ error: "must be an integer" }).int({ error: "must be an integer" });
 
+/** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
 export const Id = (max = 256) =>
   z
     .string()

@@ -15,7 +15,7 @@ function pattern(path: string): RegExp {
     .split("/")
     .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment === "*" ? ".*" : escape(segment)))
     .join("/");
-  return new RegExp(`^${source}/?$`);
+  return new RegExp(`^${source}$`);
 }
 
 export function allowedMethodsOf(routes: readonly RouteEntry[]): (path: string) => string[] {

@@ -17,6 +17,8 @@ import { TEST_SECRET } from "../support/http.js";
 const require = createRequire(import.meta.url);
 const FILES = Object.keys(SWAGGER_UI_FILES) as SwaggerUiFile[];
 const packageFile = (file: string) => readFileSync(require.resolve(`swagger-ui-dist/${file}`));
+/** Literal text inside a RegExp (nonces are base64: `+` and `/`). */
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 const sri = (bytes: Uint8Array) => `sha384-${createHash("sha384").update(bytes).digest("base64")}`;
 
 // No database: neither the page nor its assets touch it.
@@ -61,7 +63,7 @@ describe("GET /docs on Node (bundled assets)", () => {
   it("loads the server's own copies of the pinned files, each with its integrity, and reads /openapi.json", async () => {
     const { html, nonce } = await page(app);
     for (const file of FILES) {
-      const tag = new RegExp(`(?:src|href)="${BUNDLED_ASSET_PREFIX}${file}" integrity="([^"]+)" crossorigin="anonymous" nonce="${nonce}"`).exec(html);
+      const tag = new RegExp(`(?:src|href)="${literal(`${BUNDLED_ASSET_PREFIX}${file}`)}" integrity="([^"]+)" crossorigin="anonymous" nonce="${literal(nonce as string)}"`).exec(html);
       expect(tag?.[1], file).toBe(SWAGGER_UI_FILES[file].integrity);
     }
     expect(html).not.toMatch(/https?:\/\//);
@@ -95,7 +97,7 @@ describe("GET /docs in the Worker's mode (CDN assets)", () => {
     const { html, nonce } = await page(app);
     expect(CDN_ASSET_PREFIX).toBe(`https://cdn.jsdelivr.net/npm/swagger-ui-dist@${SWAGGER_UI_VERSION}/`);
     for (const file of FILES) {
-      const tag = new RegExp(`(?:src|href)="${CDN_ASSET_PREFIX.replace(/[.]/g, "\\.")}${file}" integrity="([^"]+)" crossorigin="anonymous" nonce="${nonce}"`).exec(html);
+      const tag = new RegExp(`(?:src|href)="${literal(`${CDN_ASSET_PREFIX}${file}`)}" integrity="([^"]+)" crossorigin="anonymous" nonce="${literal(nonce as string)}"`).exec(html);
       expect(tag?.[1], file).toBe(SWAGGER_UI_FILES[file].integrity);
     }
     expect((await app.request(`${BUNDLED_ASSET_PREFIX}swagger-ui.css`)).status).toBe(404);
