@@ -11,10 +11,13 @@ import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
+import { allowedMethodsOf } from "./http/allowed-methods.js";
 import { authenticate } from "./http/guards.js";
 import { registerDashboardRoute } from "./dashboard/route.js";
 import type { LeaseListener } from "./lease-events.js";
+import { registerDocsRoutes, type DocsAssets } from "./docs/route.js";
 import { problemResponse } from "./http/problem.js";
+import { fieldErrors } from "./http/validation.js";
 import { accessLog, type AccessLogSink } from "./observability/access-log.js";
 import { RegistryMetrics, type MetricsOptions } from "./observability/metrics.js";
 import { recordProblemCode } from "./observability/request-info.js";
@@ -55,6 +58,11 @@ export interface AppOptions {
   transportFailure?: (c: Context) => RegistryError | undefined;
   /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
   onLease?: LeaseListener;
+  /**
+   * Where the /docs page loads Swagger UI from: `bundled` (default) from this server, which serves
+   * the installed package's files (Node); `cdn` from the pinned jsDelivr URLs (the Worker).
+   */
+  docsAssets?: DocsAssets;
 }
 
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
@@ -62,7 +70,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
       if (!result.success) {
-        const errors = result.error.issues.map((issue) => ({ field: issue.path.join(".") || "(body)", message: issue.message }));
+        const errors = fieldErrors(result.error.issues);
         throw new RegistryError("invalid", `request validation failed: ${errors.map((e) => `${e.field}: ${e.message}`).join("; ")}`, { errors });
       }
     },
@@ -91,6 +99,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerReaderRoutes(app, registry);
   registerAdminRoutes(app, registry);
   registerFleetRoutes(app, registry, options.onLease);
+  registerDocsRoutes(app, options.docsAssets ?? "bundled");
   if (options.dashboard ?? true) registerDashboardRoute(app);
   if (metrics && options.metrics) registerMetricsRoute(app, { registry, metrics, authenticator: options.authenticator, options: options.metrics });
 
@@ -99,7 +108,16 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     return problemResponse(c, error);
   };
 
-  app.notFound((c) => respond(c, new RegistryError("not-found", `no route for ${c.req.method} ${c.req.path}`)));
+  let allowedMethods: ((path: string) => string[]) | undefined;
+  app.notFound((c) => {
+    // Every route is registered by the first request.
+    allowedMethods ??= allowedMethodsOf(app.routes);
+    const allow = allowedMethods(c.req.path);
+    if (allow.length === 0) return respond(c, new RegistryError("not-found", `no route for ${c.req.method} ${c.req.path}`));
+    const response = respond(c, new RegistryError("method-not-allowed", `${c.req.method} is not allowed on ${c.req.path}; it serves ${allow.join(", ")}`));
+    response.headers.set("allow", allow.join(", "));
+    return response;
+  });
   app.onError((error, c) => {
     let registryError: RegistryError;
     const transport = options.transportFailure?.(c);

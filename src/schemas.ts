@@ -12,6 +12,12 @@ import { z } from "@hono/zod-openapi";
 // database: two different IDs ("a\ud800", "a\ufffd") must never become the same one.
 const noControl = (s: string) => !/[\u0000]|\p{Cs}/u.test(s);
 
+/**
+ * An integer query parameter. `abc` or `1.5` is "must be an integer" (plain z.coerce would answer
+ * "expected number, received NaN").
+ */
+export const QueryInteger = () => z.coerce.number({ error: "must be an integer" }).int({ error: "must be an integer" });
+
 /** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
 export const Id = (max = 256) =>
   z
@@ -120,7 +126,9 @@ export const AdmissionSnapshot = z
     policy_ref: z.string().nullable(),
     policy_revision: z.number().int(),
     scopes: z.array(AdmissionScope),
-    retry_scope: AdmissionScope.nullable(),
+    // A union, not .nullable(): zod-openapi renders that as allOf [$ref, {type: [object, null]}],
+    // which no null satisfies (the $ref is an object).
+    retry_scope: z.union([AdmissionScope, z.null()]),
     circuit_failure_threshold: z.number().int(),
     circuit_open_ms: z.number().int(),
   })
@@ -249,10 +257,8 @@ export const CatalogQuery = z.object({
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
   cursor: z.string().max(1100).refine(noControl, "must not contain NUL or an unpaired surrogate").optional().openapi({ description: "`next_cursor` of the previous page." }),
-  limit: z.coerce.number().int().optional().openapi({ description: "Items per page, clamped to [1, 200]; default 100." }),
-  max_bytes: z.coerce
-    .number()
-    .int()
+  limit: QueryInteger().optional().openapi({ description: "Items per page, clamped to [1, 200]; default 100." }),
+  max_bytes: QueryInteger()
     .min(1)
     .optional()
     .openapi({ description: "Page byte budget (canonical JSON of the definitions); at most 4 MiB, the default. Smaller than the next definition: 400." }),

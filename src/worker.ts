@@ -152,6 +152,8 @@ class WorkerRuntime implements ClockHost {
         confirmed: this.confirmedRevision,
       },
       ...(this.notifier ? { onLease: this.notifier.notify } : {}),
+      // The Swagger UI files would triple the bundle: /docs loads them, pinned, from the CDN.
+      docsAssets: "cdn",
     });
   }
 

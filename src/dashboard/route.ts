@@ -19,6 +19,7 @@ export function registerDashboardRoute(app: OpenAPIHono<AppEnv>): void {
       operationId: "dashboard",
       tags: ["operations"],
       summary: "Fleet dashboard (HTML)",
+      security: [],
       description:
         "A self-refreshing page of the fleet status: replicas by status, capacity used, open circuits, expired leases. " +
         "It calls `GET /v1/fleet/status` with a bearer token (scope `fleet:read`) entered on the page and kept in the tab's sessionStorage.",

@@ -3,6 +3,7 @@
  * benchmarks): created if missing, migrated by its owner, with login roles in the migration's
  * group roles, and connection strings that only the local Neon proxy serves (db.localtest.me).
  */
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import pg from "pg";
 import { migrate, type MigrationReport } from "../db/migrate.js";
 import { withPgSession } from "../db/pg.js";
@@ -30,6 +31,19 @@ export function viaLocalProxy(url: string): string {
   parsed.hostname = "db.localtest.me";
   parsed.port = "5432";
   return parsed.toString();
+}
+
+/**
+ * The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802/7677, 4096 iterations),
+ * as `psql`'s \password sends it: the server, its statement log and pg_stat_activity never see
+ * the password itself.
+ */
+export function scramVerifier(password: string, salt: Buffer = randomBytes(16), iterations = 4096): string {
+  const salted = pbkdf2Sync(password.normalize("NFKC"), salt, iterations, 32, "sha256");
+  const clientKey = createHmac("sha256", salted).update("Client Key").digest();
+  const storedKey = createHash("sha256").update(clientKey).digest();
+  const serverKey = createHmac("sha256", salted).update("Server Key").digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString("base64")}$${storedKey.toString("base64")}:${serverKey.toString("base64")}`;
 }
 
 async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -63,9 +77,11 @@ export async function prepareLocalWorkerDatabase(ownerUrl: string, roles: LoginR
         const role = client.escapeIdentifier(login);
         await client.query(
           `DO $$ BEGIN
-             CREATE ROLE ${role} LOGIN PASSWORD ${client.escapeLiteral(roles.password)} IN ROLE ${group};
+             CREATE ROLE ${role} LOGIN IN ROLE ${group};
            EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
         );
+        // Every run: a role left from an earlier run gets today's password, not whatever it had.
+        await client.query(`ALTER ROLE ${role} LOGIN PASSWORD ${client.escapeLiteral(scramVerifier(roles.password))}`);
         await client.query(`ALTER ROLE ${role} SET statement_timeout = '10s'`);
       }
     });

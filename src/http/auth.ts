@@ -4,7 +4,7 @@
  * (development, small deployments) or any asymmetric algorithm from a JWKS URL (production).
  */
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
-import { RegistryError } from "../registry/errors.js";
+import { BearerRefusal } from "./problem.js";
 
 export const SCOPES = ["catalog:read", "routes:write", "routes:read", "replicas:write", "registry:read", "registry:admin", "fleet:read"] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -56,7 +56,7 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
       // jose refuses unsecured (alg: none) tokens and any algorithm outside `algorithms`.
       payload = typeof key === "function" ? (await jwtVerify(token, key, options)).payload : (await jwtVerify(token, key, options)).payload; // two overloads of jwtVerify
     } catch (error) {
-      throw new RegistryError("unauthorized", `invalid bearer token: ${(error as Error).message}`);
+      throw new BearerRefusal("unauthorized", `invalid bearer token: ${(error as Error).message}`, "invalid_token");
     }
     const tenant = identityClaim(payload, "tenant_id", 256);
     const peer = identityClaim(payload, "peer_principal_id", 512);
@@ -79,7 +79,7 @@ function identityClaim(payload: JWTPayload, name: string, maxLength: number): st
   const value = payload[name];
   if (value === undefined) return null;
   if (typeof value !== "string" || value.trim() === "" || value.length > maxLength || /[\u0000]|\p{Cs}/u.test(value)) {
-    throw new RegistryError("unauthorized", `invalid bearer token: ${name} claim must be a non-empty string`);
+    throw new BearerRefusal("unauthorized", `invalid bearer token: ${name} claim must be a non-empty string`, "invalid_token");
   }
   return value;
 }

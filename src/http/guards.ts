@@ -5,6 +5,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { RegistryError } from "../registry/errors.js";
 import type { Authenticator, Principal, Scope } from "./auth.js";
 import type { AppEnv } from "./env.js";
+import { BearerRefusal } from "./problem.js";
 
 export function authenticate(authenticator: Authenticator): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
@@ -21,7 +22,8 @@ export function requireScope(...scopes: Scope[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const principal = c.get("principal");
     if (!scopes.some((scope) => principal.scopes.has(scope))) {
-      throw new RegistryError("forbidden", `this operation needs the ${scopes.join(" or ")} scope`);
+      // The challenge names the first scope: the least one that would do.
+      throw new BearerRefusal("forbidden", `this operation needs the ${scopes.join(" or ")} scope`, "insufficient_scope", scopes[0]);
     }
     await next();
   };
@@ -30,7 +32,7 @@ export function requireScope(...scopes: Scope[]): MiddlewareHandler<AppEnv> {
 /** The token's tenant; routing refuses to act without one (the catalog just shows nothing). */
 export function requireTenant(c: Context<AppEnv>): string {
   const tenant = c.get("principal").tenantId;
-  if (!tenant) throw new RegistryError("forbidden", "the token carries no tenant_id: routing needs a verified tenant");
+  if (!tenant) throw new BearerRefusal("forbidden", "the token carries no tenant_id: routing needs a verified tenant", "insufficient_scope");
   return tenant;
 }
 

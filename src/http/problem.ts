@@ -6,6 +6,33 @@ import { PROBLEM_STATUS, PROBLEM_TITLES, RegistryError, type ProblemCode } from 
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
 
+/** RFC 6750 section 3.1: why a bearer token was refused. */
+export type BearerError = "invalid_token" | "insufficient_scope";
+
+/** A 401 or 403 about the bearer token itself: its answer carries an RFC 6750 challenge. */
+export class BearerRefusal extends RegistryError {
+  constructor(
+    code: "unauthorized" | "forbidden",
+    detail: string,
+    readonly bearerError: BearerError,
+    /** The scope that would have been enough (insufficient_scope). */
+    readonly requiredScope?: string,
+  ) {
+    super(code, detail);
+  }
+}
+
+/** A quoted-string value of the header: RFC 6750 allows printable ASCII but `"` and `\`. */
+const quoted = (value: string) => `"${value.replace(/[^\x20-\x7e]|["\\]/g, "'")}"`;
+
+/** WWW-Authenticate of a 401 or 403; a request without any token gets no error code (section 3.1). */
+function bearerChallenge(error: RegistryError): string | undefined {
+  if (!(error instanceof BearerRefusal)) return error.status === 401 ? 'Bearer realm="aip-registry"' : undefined;
+  const parts = [`realm="aip-registry"`, `error="${error.bearerError}"`, `error_description=${quoted(error.message)}`];
+  if (error.requiredScope) parts.push(`scope=${quoted(error.requiredScope)}`);
+  return `Bearer ${parts.join(", ")}`;
+}
+
 /** RFC 9457's members and ours: an extension member (from a function's DETAIL) never replaces them. */
 const STANDARD_MEMBERS = new Set(["type", "title", "status", "detail", "instance", "code", "request_id"]);
 
@@ -29,7 +56,8 @@ export function problemResponse(c: Context, error: RegistryError): Response {
   } else if (error.code === "storage" && error.retryable) {
     headers["retry-after"] = "1";
   }
-  if (error.status === 401) headers["www-authenticate"] = 'Bearer realm="aip-registry"';
+  const challenge = bearerChallenge(error);
+  if (challenge) headers["www-authenticate"] = challenge;
   return c.body(JSON.stringify(problemBody(c, error)), error.status as never, headers);
 }
 

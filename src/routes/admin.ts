@@ -7,8 +7,8 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { RecordKind, Registry } from "../registry/registry.js";
-import { CatalogPage, CatalogQuery, Id, InvariantReport, PublicationRequest, PublicationResult } from "../schemas.js";
-import { bearer, json, jsonBody, pathId, problems } from "./common.js";
+import { CatalogPage, CatalogQuery, Id, InvariantReport, PublicationRequest, PublicationResult, QueryInteger } from "../schemas.js";
+import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
 
 const KINDS = {
   "connector-types": "connector_type",
@@ -37,7 +37,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       security: bearer,
       middleware: admin,
       request: { query: z.object({ dry_run: Flag.optional() }), body: jsonBody(PublicationRequest) },
-      responses: { 200: json(PublicationResult, "The resulting revision and each change's outcome"), ...problems("not-found", "conflict", "admission", "payload-too-large") },
+      responses: { 200: json(PublicationResult, "The resulting revision and each change's outcome"), ...bodyProblems("not-found", "conflict", "admission") },
     }),
     async (c) => {
       const { dry_run } = c.req.valid("query");
@@ -58,9 +58,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
         query: z.object({
           tenant_id: Id(),
           cursor: z.string().max(2048).optional().openapi({ description: "`next_cursor` of the previous page." }),
-          limit: z.coerce
-            .number()
-            .int()
+          limit: QueryInteger()
             .optional()
             .transform((limit) => (limit === undefined ? undefined : Math.min(Math.max(limit, 1), 1000)))
             .openapi({ description: "Clamped to [1, 1000]; default 100." }),

@@ -51,6 +51,14 @@ function problemExample(code: ProblemCode) {
   };
 }
 
+const BEARER_CHALLENGE = {
+  description:
+    'RFC 6750 bearer challenge: `Bearer realm="aip-registry"` without a token; with `error="invalid_token"` for a ' +
+    'token that failed verification (401) and `error="insufficient_scope"` (plus the `scope` that would do) for one that ' +
+    "may not do this (403). Absent on a 403 that is not about the token.",
+  schema: { type: "string" as const },
+};
+
 /** OpenAPI responses for the given problem codes, grouped by status. */
 export function problems(...codes: ProblemCode[]) {
   const byStatus = new Map<number, ProblemCode[]>();
@@ -65,11 +73,15 @@ export function problems(...codes: ProblemCode[]) {
       status,
       {
         description: list.map((code) => `\`${code}\`: ${PROBLEM_TITLES[code]}`).join("; "),
+        ...(status === 401 || status === 403 ? { headers: { "WWW-Authenticate": BEARER_CHALLENGE } } : {}),
         content: { [PROBLEM_CONTENT_TYPE]: { schema: Problem, examples: Object.fromEntries(list.map((code) => [code, problemExample(code)])) } },
       },
     ]),
   );
 }
+
+/** The problems of an operation with a JSON request body: its own, plus a body over the limit or not JSON. */
+export const bodyProblems = (...codes: ProblemCode[]) => problems("payload-too-large", "unsupported-media-type", ...codes);
 
 export const json = <T extends z.ZodTypeAny>(schema: T, description: string) => ({
   description,

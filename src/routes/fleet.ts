@@ -6,7 +6,7 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { announceLease, type LeaseListener } from "../lease-events.js";
 import type { Registry } from "../registry/registry.js";
-import { FleetRegions, FleetStatus, LeaseExpiryResult } from "../schemas.js";
+import { FleetRegions, FleetStatus, LeaseExpiryResult, QueryInteger } from "../schemas.js";
 import { bearer, json, problems } from "./common.js";
 
 export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, onLease?: LeaseListener): void {
@@ -33,7 +33,7 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       summary: "The fleet status per topology region (no identifiers)",
       security: bearer,
       middleware: [requireScope("fleet:read", "registry:admin")],
-      request: { query: z.object({ limit: z.coerce.number().int().min(1).max(1000).optional() }) },
+      request: { query: z.object({ limit: QueryInteger().min(1).max(1000).optional() }) },
       responses: { 200: json(FleetRegions, "Replica counts, capacity and circuits per region"), ...problems() },
     }),
     async (c) => c.json(await registry.fleetRegions(c.req.valid("query").limit ?? 256), 200),
@@ -54,7 +54,7 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
         "`next_deadline` also re-arms them: a cycle is then due no later than that time.",
       security: bearer,
       middleware: [requireScope("registry:admin")],
-      request: { query: z.object({ limit: z.coerce.number().int().min(1).max(10000).optional() }) },
+      request: { query: z.object({ limit: QueryInteger().min(1).max(10000).optional() }) },
       responses: { 200: json(LeaseExpiryResult, "How many replicas expired and routes were released"), ...problems() },
     }),
     async (c) => {

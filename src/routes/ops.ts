@@ -1,8 +1,8 @@
 /**
- * Operations endpoints (no auth): liveness, readiness, the OpenAPI document and its reference page.
+ * Operations endpoints (no auth): liveness, readiness and the OpenAPI document (its reference page
+ * is src/docs/route.ts).
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { Scalar } from "@scalar/hono-api-reference";
 import { verifySchema } from "../db/schema-check.js";
 import type { AppEnv } from "../http/env.js";
 import { fromDatabaseError } from "../registry/errors.js";
@@ -28,6 +28,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
       operationId: "health",
       tags: ["operations"],
       summary: "Liveness: the process serves requests",
+      security: [],
       responses: { 200: json(z.object({ status: z.literal("ok") }), "Alive") },
     }),
     (c) => c.json({ status: "ok" as const }, 200),
@@ -40,6 +41,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
       operationId: "readiness",
       tags: ["operations"],
       summary: "Readiness: the database answers and runs the schema this build expects",
+      security: [],
       responses: { 200: json(Ready, "Ready"), 503: json(Ready, "Not ready") },
     }),
     async (c) => {
@@ -62,7 +64,10 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
       description:
         "Revision-consistent, tenant-scoped capability catalog and durable, pinned action routes. " +
         "Errors are RFC 9457 problem details with a stable `code`.",
+      // No `license` yet: the project has not chosen one (package.json names none either).
     },
+    // Relative: every deployment serves its own document, so the API is wherever this came from.
+    servers: [{ url: "/", description: "The registry that serves this document" }],
     tags: [
       { name: "catalog", description: "Tenant capability catalog" },
       { name: "routes", description: "Durable action routes" },
@@ -74,5 +79,4 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
     ],
   });
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer", bearerFormat: "JWT" });
-  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "AIP registry API" }));
 }

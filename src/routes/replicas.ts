@@ -8,11 +8,11 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
+import { BearerRefusal } from "../http/problem.js";
 import { announceLease, type LeaseListener } from "../lease-events.js";
-import { RegistryError } from "../registry/errors.js";
 import type { LifecycleResult, Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";
-import { bearer, json, jsonBody, pathId, problems } from "./common.js";
+import { bearer, bodyProblems, json, jsonBody, pathId } from "./common.js";
 
 export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, onLease?: LeaseListener): void {
   app.openapi(
@@ -42,7 +42,7 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
         }),
         body: jsonBody(LifecycleRequest),
       },
-      responses: { 200: json(LifecycleResponse, "The replica's new lease and sequence"), ...problems("not-found", "conflict", "admission") },
+      responses: { 200: json(LifecycleResponse, "The replica's new lease and sequence"), ...bodyProblems("not-found", "conflict", "admission") },
     }),
     async (c) => {
       const { replica_id, operation } = c.req.valid("param");
@@ -52,7 +52,7 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       if (principal.peerPrincipalId) {
         answer = await registry.replicaLifecycle(replica_id, operation, request, principal.peerPrincipalId);
       } else if (!principal.scopes.has("registry:admin")) {
-        throw new RegistryError("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas");
+        throw new BearerRefusal("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas", "insufficient_scope");
       } else {
         // Operator authority lives in the control role: a data-plane-only process refuses it (403).
         answer = await registry.operatorReplicaLifecycle(replica_id, operation, request);

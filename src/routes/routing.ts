@@ -7,7 +7,7 @@ import { requireScope, requireTenant } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
 import { MAX_JSON_DEPTH, nestsAtMost, ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
-import { bearer, json, jsonBody, pathId, problems } from "./common.js";
+import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
 
 const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70") });
 
@@ -44,7 +44,7 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       responses: {
         200: { ...json(RouteAssignment, "The existing (or reacquired) route"), headers: RouteOutcomeHeader },
         201: { ...json(RouteAssignment, "A new route"), headers: RouteOutcomeHeader },
-        ...problems("binding-unavailable", "conflict", "admission", "capacity-exceeded", "replica-unavailable"),
+        ...bodyProblems("binding-unavailable", "conflict", "admission", "capacity-exceeded", "replica-unavailable"),
       },
     }),
     async (c) => {
@@ -97,7 +97,7 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       security: bearer,
       middleware: [requireScope("routes:write")],
       request: { params: ActionParams, body: jsonBody(SettlementRequest) },
-      responses: { 200: json(SettlementResult, "Settled (or already settled)"), ...problems("not-found", "fence-lost") },
+      responses: { 200: json(SettlementResult, "Settled (or already settled)"), ...bodyProblems("not-found", "fence-lost") },
     }),
     async (c) => {
       const tenant = requireTenant(c);

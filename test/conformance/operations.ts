@@ -63,16 +63,20 @@ export function operationsConformance(api: Api): void {
       expect(response.headers.get("www-authenticate")).toMatch(/^Bearer/);
     });
 
-    it("401 unauthorized for a token signed with another key", async () => {
+    it("401 unauthorized for a token signed with another key, with an invalid_token challenge", async () => {
       const token = await api.tenant(`${api.prefix}-tenant-x`);
       const [header, payload] = token.split(".");
       const forged = `${header}.${payload}.${"A".repeat(43)}`;
-      expectProblem(await api.call("GET", "/v1/catalog/capabilities", { token: forged }), 401, "unauthorized");
+      const response = await api.call("GET", "/v1/catalog/capabilities", { token: forged });
+      expectProblem(response, 401, "unauthorized");
+      expect(response.headers.get("www-authenticate")).toMatch(/^Bearer realm="aip-registry", error="invalid_token", error_description="invalid bearer token: /);
     });
 
-    it("403 forbidden when the token lacks the scope", async () => {
+    it("403 forbidden when the token lacks the scope, with an insufficient_scope challenge", async () => {
       const tenantToken = await api.tenant(`${api.prefix}-tenant-x`);
-      expectProblem(await api.call("POST", "/v1/admin/publications", { token: tenantToken, body: { changes: [] } }), 403, "forbidden");
+      const publication = await api.call("POST", "/v1/admin/publications", { token: tenantToken, body: { changes: [] } });
+      expectProblem(publication, 403, "forbidden");
+      expect(publication.headers.get("www-authenticate")).toMatch(/error="insufficient_scope", .*scope="registry:admin"$/);
       expectProblem(await api.call("GET", "/v1/fleet/status", { token: tenantToken }), 403, "forbidden");
       const catalogOnly = await api.tenant(`${api.prefix}-tenant-x`, ["catalog:read"]);
       expectProblem(await api.call("PUT", "/v1/routes/act_x", { token: catalogOnly, body: { capability_id: "cap:x" } }), 403, "forbidden");
@@ -82,12 +86,33 @@ export function operationsConformance(api: Api): void {
       expectProblem(await api.call("GET", "/v1/nothing-here", { token: await api.admin() }), 404, "not-found");
     });
 
-    it("400 invalid for malformed JSON and for fields the schema does not know", async () => {
+    it("405 method-not-allowed with Allow for a known path asked with another method", async () => {
+      const response = await api.call("DELETE", "/v1/routes/act_x", { token: await api.tenant(`${api.prefix}-tenant-x`) });
+      expectProblem(response, 405, "method-not-allowed");
+      expect(response.headers.get("allow")).toBe("GET, HEAD, PUT");
+      const health = await api.call("POST", "/healthz");
+      expectProblem(health, 405, "method-not-allowed");
+      expect(health.headers.get("allow")).toBe("GET, HEAD");
+    });
+
+    it("400 invalid for malformed JSON and for fields the schema does not know, each at its own path", async () => {
       const token = await api.tenant(`${api.prefix}-tenant-x`);
       expectProblem(await api.call("PUT", "/v1/routes/act_x", { token, body: "{not json" }), 400, "invalid");
-      const unknown = await api.call("PUT", "/v1/routes/act_x", { token, body: { capability_id: "cap:x", tenant_id: "someone-else" } });
+      const unknown = await api.call("PUT", "/v1/routes/act_x", { token, body: { capability_id: "cap:x", tenant_id: "someone-else", topology: { regoin: "eu" } } });
       expectProblem(unknown, 400, "invalid");
-      expect(unknown.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field: expect.any(String) })]));
+      expect(unknown.body.errors).toHaveLength(2);
+      expect(unknown.body.errors).toEqual(
+        expect.arrayContaining([
+          { field: "tenant_id", message: "is not a known field" },
+          { field: "topology.regoin", message: "is not a known field" },
+        ]),
+      );
+    });
+
+    it("400 invalid for a query integer that is not one", async () => {
+      const response = await api.call("GET", "/v1/catalog/capabilities?limit=abc", { token: await api.tenant(`${api.prefix}-tenant-x`) });
+      expectProblem(response, 400, "invalid");
+      expect(response.body.errors).toEqual([{ field: "limit", message: "must be an integer" }]);
     });
 
     it("413 payload-too-large for a data-plane body over the limit", async () => {

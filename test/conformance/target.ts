@@ -8,6 +8,7 @@ import { expect } from "vitest";
 import { sha256Digest } from "../../src/canonical-json.js";
 import type { Scope } from "../../src/http/auth.js";
 import { attestation, binding, connectorType, hostPrincipal, instance, policy, replica, version } from "../support/fleet.js";
+import { OpenApiSchemas } from "./openapi-schema.js";
 
 export interface ConformanceTarget {
   /** Sends one request to the API under test; `path` starts with `/`. */
@@ -33,7 +34,20 @@ export interface CallOptions {
 }
 
 export class Api {
+  private schemas: Promise<OpenApiSchemas> | undefined;
+  /** `METHOD /template status` of every response checked against the document. */
+  readonly checked = new Set<string>();
+
   constructor(readonly target: ConformanceTarget) {}
+
+  /** The OpenAPI document this target publishes, as validators. */
+  openApi(): Promise<OpenApiSchemas> {
+    this.schemas ??= this.target.fetch("/openapi.json").then(async (response) => {
+      expect(response.status).toBe(200);
+      return new OpenApiSchemas((await response.json()) as Record<string, unknown>);
+    });
+    return this.schemas;
+  }
 
   get prefix(): string {
     return this.target.prefix;
@@ -50,8 +64,18 @@ export class Api {
       ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {}),
     });
     const text = await response.text();
-    const json = /json/.test(response.headers.get("content-type") ?? "") && text !== "";
-    return { status: response.status, headers: response.headers, body: json ? JSON.parse(text) : text };
+    const contentType = response.headers.get("content-type") ?? "";
+    const json = /json/.test(contentType) && text !== "";
+    const answer = json ? JSON.parse(text) : text;
+    // Every answer must be what the published document says this route answers (the document
+    // itself is JSON Schema's business, not its own).
+    if (path === "/openapi.json") return { status: response.status, headers: response.headers, body: answer };
+    const schemas = await this.openApi();
+    const mismatches = schemas.check({ method, path, status: response.status, contentType: json ? contentType : "", body: answer });
+    expect(mismatches, "the response matches the published OpenAPI document").toEqual([]);
+    const operation = schemas.operation(method, path);
+    if (json) this.checked.add(`${method} ${operation?.template ?? "(no route)"} ${response.status}`);
+    return { status: response.status, headers: response.headers, body: answer };
   }
 
   admin = () => this.target.mintToken({ subject: "conformance-operator", scopes: ["registry:admin", "fleet:read"] });

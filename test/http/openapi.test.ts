@@ -6,10 +6,12 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app.js";
+import { DOCS_ASSET_PATHS } from "../../src/docs/route.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { PROBLEM_CONTENT_TYPE } from "../../src/http/problem.js";
 import { Registry } from "../../src/registry/registry.js";
 import * as schemas from "../../src/schemas.js";
+import { OpenApiSchemas } from "../conformance/openapi-schema.js";
 import { TEST_SECRET } from "../support/http.js";
 
 type Json = Record<string, unknown>;
@@ -20,7 +22,7 @@ const unusedRegistry = new Registry({ data: { query: () => Promise.reject(new Er
 const app = createApp({ registry: unusedRegistry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), metrics: {} });
 
 /** The documentation endpoints themselves: the document does not describe itself. */
-const SELF_DOCUMENTING = new Set(["GET /openapi.json", "GET /docs"]);
+const SELF_DOCUMENTING = new Set(["GET /openapi.json", "GET /docs", ...DOCS_ASSET_PATHS.map((path) => `GET ${path}`)]);
 
 let doc: Json;
 let operations: { key: string; path: string; method: string; op: Json }[];
@@ -206,13 +208,75 @@ describe("the document and the app agree", () => {
     // And nothing documented is missing from the app.
     expect([...documented].filter((key) => !registered.has(key))).toEqual([]);
   });
+});
 
-  it("serves the interactive reference at /docs, pointing at /openapi.json", async () => {
-    const response = await app.request("/docs");
-    expect(response.status).toBe(200);
-    expect(response.headers.get("content-type")).toMatch(/^text\/html/);
-    const html = await response.text();
-    expect(html).toContain("Scalar.createApiReference");
-    expect(html).toContain('"url": "/openapi.json"');
+describe("schemas and examples under a JSON Schema 2020-12 validator (Ajv)", () => {
+  let validators: OpenApiSchemas;
+  beforeAll(() => {
+    validators = new OpenApiSchemas(doc);
+  });
+
+  /** Every `example` in the document with the schema it sits in, found by walking it. */
+  function examples(node: unknown, at: string, out: { at: string; schema: Json; example: unknown }[] = []) {
+    if (Array.isArray(node)) node.forEach((child, i) => examples(child, `${at}/${i}`, out));
+    else if (node && typeof node === "object") {
+      const record = node as Json;
+      if ("example" in record && (record.type !== undefined || record.$ref !== undefined || record.properties !== undefined || record.anyOf !== undefined)) {
+        out.push({ at, schema: record, example: record.example });
+      }
+      for (const [key, value] of Object.entries(record)) examples(value, `${at}/${key}`, out);
+    }
+    return out;
+  }
+
+  it("accepts every schema example the document gives", () => {
+    const found = examples(doc, "#");
+    expect(found.map((f) => f.at)).toEqual(expect.arrayContaining(["#/components/schemas/RouteAssignment", "#/components/schemas/SettlementRequest"]));
+    const refused = found.filter(({ at, schema, example }) => !validators.validator(`example ${at}`, schema)(example)).map(({ at }) => at);
+    expect(refused).toEqual([]);
+  });
+
+  it("accepts every problem example as the problem schema of its response", () => {
+    let count = 0;
+    for (const { key, op } of operations) {
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        const media = (response.content as Record<string, Json> | undefined)?.[PROBLEM_CONTENT_TYPE];
+        if (!media) continue;
+        const validate = validators.validator(`${key} ${status}`, media.schema);
+        for (const [name, example] of Object.entries((media.examples ?? {}) as Record<string, { value: unknown }>)) {
+          count++;
+          expect(validate(example.value), `${key} ${status} ${name}: ${JSON.stringify(validate.errors)}`).toBe(true);
+        }
+      }
+    }
+    expect(count).toBeGreaterThan(50);
+  });
+
+  it("takes retry_scope as null or an admission scope, nothing else", () => {
+    const route = (doc.components as Json).schemas as Json;
+    const validate = validators.validator("RouteAssignment", { $ref: "#/components/schemas/RouteAssignment" });
+    const example = (route.RouteAssignment as Json).example as Json;
+    const withRetryScope = (retry_scope: unknown) => ({ ...example, admission: { ...(example.admission as Json), retry_scope } });
+    expect(validate(withRetryScope(null))).toBe(true);
+    expect(validate(withRetryScope({ kind: "tenant_retry", key: "tenant-a", limit: 10 }))).toBe(true);
+    expect(validate(withRetryScope({ kind: "tenant_retry" }))).toBe(false);
+    expect(validate(withRetryScope("tenant-a"))).toBe(false);
+  });
+
+  it("reports a body or a status the document does not describe", () => {
+    const problem = { type: "https://aip.dev/problems/not-found", title: "Not found", status: 404, detail: "x", code: "not-found", request_id: "r" };
+    const check = (status: number, body: unknown, path = "/v1/routes/act_1", method = "GET", contentType = "application/json") =>
+      validators.check({ method, path, status, contentType, body });
+    expect(check(200, { action_id: "act_1" })[0]).toMatch(/^GET \/v1\/routes\/act_1 -> 200 application\/json: \(body\) must have required property/);
+    expect(check(404, problem, "/v1/routes/act_1", "GET", "application/problem+json")).toEqual([]);
+    expect(check(404, { ...problem, status: "404" }, "/v1/routes/act_1", "GET", "application/problem+json")[0]).toMatch(/\/status must be integer/);
+    expect(check(418, problem, "/v1/routes/act_1", "GET", "application/problem+json")).toEqual([
+      "GET /v1/routes/act_1 -> 418 application/problem+json: GET /v1/routes/{action_id} documents no 418 response",
+    ]);
+    // No route: the body must still be a Problem.
+    expect(check(405, problem, "/v1/routes/act_1", "DELETE", "application/problem+json")).toEqual([]);
+    expect(check(405, { detail: "x" }, "/v1/routes/act_1", "DELETE", "application/problem+json").length).toBeGreaterThan(0);
+    // The more specific template wins over /v1/admin/{kind}/{id}.
+    expect(validators.operation("GET", "/v1/admin/catalog/capabilities?tenant_id=t")?.template).toBe("/v1/admin/catalog/capabilities");
   });
 });

@@ -4,15 +4,13 @@
  *
  * The shared server cannot be restarted under the suite: the global setup keeps an admin session
  * open for its teardown, and a restarted embedded server is a new postmaster that its teardown
- * (EmbeddedPostgres.stop(), which waits for the original child to exit) would never stop. Here the
- * server is stopped with pg_ctl, which stops whichever postmaster runs the data directory.
+ * (which waits for the original child to exit) would never stop. Here the server is stopped with
+ * pg_ctl, which stops whichever postmaster runs the data directory.
  */
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { promisify } from "node:util";
-import { startEmbeddedServer } from "./embedded-postgres.js";
+import { embeddedBinaries, startEmbeddedServer } from "./embedded-postgres.js";
 import { freePort } from "./free-port.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
@@ -23,15 +21,8 @@ const run = promisify(execFile);
 
 /** pg_ctl of the installed embedded-postgres binaries for this platform, if any. */
 export function embeddedPgCtl(): string | null {
-  try {
-    const require = createRequire(import.meta.url);
-    // The package exports only dist/index.js; the binaries sit beside dist/.
-    const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
-    const pgCtl = join(dirname(dirname(entry)), "native", "bin", "pg_ctl");
-    return existsSync(pgCtl) ? pgCtl : null;
-  } catch {
-    return null;
-  }
+  const root = embeddedBinaries();
+  return root ? join(root, "bin", "pg_ctl") : null;
 }
 
 export interface PrivateServer {
@@ -61,8 +52,6 @@ export interface Standby {
 }
 
 export async function startPrivateServer(options: { maxConnections?: number } = {}): Promise<PrivateServer> {
-  const pgCtl = embeddedPgCtl();
-  if (!pgCtl) throw new Error("no embedded-postgres binaries for this platform");
   // dirMode 0o777: pg_ctl, run as the server's OS user, writes its log file into dir.
   const server = await startEmbeddedServer({
     dirPrefix: "aip-registry-restart-",
@@ -72,12 +61,15 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
     // and a retry then creates a second route for an action whose first one a client holds.
     postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 60}`, "-c", "fsync=off", "-c", "full_page_writes=off"],
   });
-  const { dir, dataDir, adminUrl } = server;
+  const { dir, dataDir, adminUrl, binDir, osUser } = server;
   // pg_ctl as the server's OS user; its log file keeps the new postmaster off our pipes.
   const pgCtlCommand = async (args: string) => {
-    const command = `${pgCtl} -D ${dataDir} ${args} -l ${join(dir, "pg_ctl.log")}`;
-    if (process.getuid?.() === 0) await run("su", ["postgres", "-s", "/bin/sh", "-c", command], { timeout: 180_000 });
-    else await run("/bin/sh", ["-c", command], { timeout: 180_000 });
+    await run(join(binDir, "pg_ctl"), ["-D", dataDir, ...args.split(" "), "-l", join(dir, "pg_ctl.log")], {
+      timeout: 180_000,
+      // The server's user may not be able to enter our working directory (a private checkout).
+      cwd: dir,
+      ...(osUser ? { uid: osUser.uid, gid: osUser.gid } : {}),
+    });
   };
   const database = "aip_restart";
   const url = (login?: string) => {
@@ -107,7 +99,7 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
     controlUrl: url("aip_test_control"),
     database,
     restart: () => pgCtlCommand("restart -m fast -w -t 120"),
-    startStandby: () => startStandby({ pgCtl, dir, dataDir, adminUrl, url }),
+    startStandby: () => startStandby({ binDir, osUser, dir, dataDir, adminUrl, url }),
     async stop() {
       await pgCtlCommand("stop -m fast -w -t 60")
         .catch(() => pgCtlCommand("stop -m immediate -w -t 60"))
@@ -117,10 +109,11 @@ export async function startPrivateServer(options: { maxConnections?: number } = 
   };
 }
 
-/** As the server's OS user (root runs it as `postgres`, see embedded-postgres.ts). */
-async function asServerUser(command: string): Promise<void> {
-  if (process.getuid?.() === 0) await run("su", ["postgres", "-s", "/bin/sh", "-c", command], { timeout: 180_000 });
-  else await run("/bin/sh", ["-c", command], { timeout: 180_000 });
+type OsUser = { uid: number; gid: number } | null;
+
+/** A shell command as the server's OS user, from a directory it may enter (see embedded-postgres.ts). */
+async function asServerUser(osUser: OsUser, cwd: string, command: string): Promise<void> {
+  await run("/bin/sh", ["-c", command], { timeout: 180_000, cwd, ...(osUser ? { uid: osUser.uid, gid: osUser.gid } : {}) });
 }
 
 const quote = (value: string) => `'${value.replace(/'/g, "'\\''")}'`;
@@ -131,7 +124,9 @@ const quote = (value: string) => `'${value.replace(/'/g, "'\\''")}'`;
  * API (pg_backup_start, a copy of the data directory, pg_backup_stop's backup_label), then
  * standby.signal and primary_conninfo, and the copy started on a port of its own.
  */
-async function startStandby(primary: { pgCtl: string; dir: string; dataDir: string; adminUrl: string; url: (login?: string) => string }): Promise<Standby> {
+async function startStandby(primary: { binDir: string; osUser: OsUser; dir: string; dataDir: string; adminUrl: string; url: (login?: string) => string }): Promise<Standby> {
+  const asServer = (command: string) => asServerUser(primary.osUser, primary.dir, command);
+  const pgCtl = join(primary.binDir, "pg_ctl");
   const port = await freePort();
   const standbyDir = join(primary.dir, "standby");
   const admin = new pg.Client({ connectionString: primary.adminUrl });
@@ -140,7 +135,7 @@ async function startStandby(primary: { pgCtl: string; dir: string; dataDir: stri
   try {
     await admin.query("SELECT pg_create_physical_replication_slot('aip_standby', true)");
     await admin.query("SELECT pg_backup_start('aip-standby', true)");
-    await asServerUser(
+    await asServer(
       `cp -a ${quote(primary.dataDir)} ${quote(standbyDir)} && rm -rf ${quote(standbyDir)}/pg_wal/* ${quote(standbyDir)}/pg_replslot/* ` +
         `${quote(standbyDir)}/postmaster.pid ${quote(standbyDir)}/postmaster.opts`,
     );
@@ -152,14 +147,14 @@ async function startStandby(primary: { pgCtl: string; dir: string; dataDir: stri
       "hot_standby = on",
       `port = ${port}`,
     ].join("\n");
-    await asServerUser(
+    await asServer(
       `printf %s ${quote(rows[0]!.labelfile)} > ${quote(standbyDir)}/backup_label && touch ${quote(standbyDir)}/standby.signal && ` +
         `printf '\n%s\n' ${quote(settings)} >> ${quote(standbyDir)}/postgresql.auto.conf`,
     );
   } finally {
     await admin.end();
   }
-  await asServerUser(`${primary.pgCtl} -D ${quote(standbyDir)} -l ${quote(join(primary.dir, "standby.log"))} -w -t 120 start`);
+  await asServer(`${pgCtl} -D ${quote(standbyDir)} -l ${quote(join(primary.dir, "standby.log"))} -w -t 120 start`);
   const at = (url: string) => {
     const u = new URL(url);
     u.port = String(port);
@@ -193,7 +188,7 @@ async function startStandby(primary: { pgCtl: string; dir: string; dataDir: stri
     },
     pauseReplay: async () => void (await onStandby("SELECT pg_wal_replay_pause()")),
     resumeReplay: async () => void (await onStandby("SELECT pg_wal_replay_resume()")),
-    stop: () => asServerUser(`${primary.pgCtl} -D ${quote(standbyDir)} -w -t 60 -m fast stop`).catch(() => asServerUser(`${primary.pgCtl} -D ${quote(standbyDir)} -m immediate stop`)),
+    stop: () => asServer(`${pgCtl} -D ${quote(standbyDir)} -w -t 60 -m fast stop`).catch(() => asServer(`${pgCtl} -D ${quote(standbyDir)} -m immediate stop`)),
   };
   await standby.catchUp();
   return standby;

@@ -6,6 +6,7 @@
  */
 import { SELF } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { BUNDLED_ASSET_PREFIX, CDN_ASSET_PREFIX, SWAGGER_UI_FILES } from "../../src/docs/assets.js";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, expectProblem, smallFleet } from "../conformance/target.js";
 import { connectorType } from "../support/fleet.js";
@@ -17,6 +18,15 @@ describe("through the runtime's dispatch (SELF)", () => {
   it("serves /healthz and /readyz", async () => {
     expect((await api.call("GET", "/healthz")).body).toEqual({ status: "ok" });
     expect((await api.call("GET", "/readyz")).body).toMatchObject({ status: "ready" });
+  });
+
+  it("serves /docs with the pinned Swagger UI from the CDN, integrity-checked (no asset copies in the bundle)", async () => {
+    const page = await SELF.fetch("http://registry.test/docs");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-security-policy")).toMatch(/^default-src 'none'; script-src 'nonce-[^']+'; style-src 'nonce-[^']+'; connect-src 'self'/);
+    const html = await page.text();
+    for (const [file, { integrity }] of Object.entries(SWAGGER_UI_FILES)) expect(html).toContain(`="${CDN_ASSET_PREFIX}${file}" integrity="${integrity}"`);
+    expect((await SELF.fetch(`http://registry.test${BUNDLED_ASSET_PREFIX}swagger-ui.css`)).status).toBe(404);
   });
 
   it("publishes and reads the records back over the Neon driver", async () => {
