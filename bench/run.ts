@@ -135,7 +135,7 @@ async function benchServer(server: Server, target: string, options: Options, res
     if (options.suites.has("http")) {
       log("http (Node server under autocannon)");
       await attempt(results, "http", () =>
-        runHttp(recorder, db, layout, { target, connections: 64, poolMax: Math.min(32, maxPool), durationMs: options.phaseMs }),
+        runHttp(recorder, db, layout, { target, connections: [16, 64], poolMax: Math.min(32, maxPool), durationMs: options.phaseMs }),
       );
     }
     const writesAfter = await db.withOwner((s) => tableWrites((q) => s.query(q)));

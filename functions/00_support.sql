@@ -302,8 +302,12 @@ LANGUAGE sql IMMUTABLE AS $$
   END
 $$;
 
+-- STABLE, not IMMUTABLE, like convert_to: a SQL function is inlined into its caller's plan only
+-- when its declared volatility is no stricter than its body's. One that is not inlined is parsed
+-- and planned again on every call (PostgreSQL < 18), which on the routing path cost more than
+-- the statements themselves. test/db/plans.test.ts checks that none is left on the hot paths.
 CREATE FUNCTION aip_sha256(p_text text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $$
   SELECT 'sha256:' || encode(sha256(convert_to(p_text, 'UTF8')), 'hex')
 $$;
 
@@ -419,8 +423,9 @@ $$;
 -- The binding counter's key: a digest of the JSON array [tenant, capability, instance]. (The
 -- reference joins the three with U+001F, which two different bindings whose IDs contain that
 -- character could share; JSON quoting makes the encoding unambiguous for any IDs.)
+-- Not STRICT: json_build_array is not, and a STRICT function is inlined only with a strict body.
 CREATE FUNCTION aip_binding_scope_key(p_tenant_id text, p_capability_id text, p_instance_id text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
   SELECT aip_sha256(json_build_array(p_tenant_id, p_capability_id, p_instance_id)::text)
 $$;
 
@@ -430,9 +435,9 @@ LANGUAGE sql VOLATILE AS $$
   SELECT date_trunc('milliseconds', clock_timestamp())
 $$;
 
--- RFC 3339 UTC with milliseconds; NULL for the "never" sentinel (-infinity).
+-- RFC 3339 UTC with milliseconds; NULL for the "never" sentinel (-infinity). STABLE like to_char.
 CREATE FUNCTION aip_time(p timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN p IS NULL OR NOT isfinite(p) THEN NULL
               ELSE to_char(p AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END
 $$;

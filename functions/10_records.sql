@@ -85,13 +85,13 @@ $$;
 -- An admission snapshot: {policy_ref, policy_revision, scopes: [{kind, key, limit}], retry_scope,
 -- circuit_failure_threshold, circuit_open_ms}. Scopes are listed in rank order (global, tenant,
 -- connector_type, instance, binding); a null limit keeps no counter and lists no scope. One
--- expression, so the planner inlines it. The one builder, for a new route (from its policy) and
+-- expression, STABLE like jsonb_build_object, so the planner inlines it. The one builder, for a new route (from its policy) and
 -- for the pinned record (from the numbers the route keeps).
 CREATE FUNCTION aip_admission_json(
   p_policy_ref text, p_policy_revision bigint, p_global integer, p_tenant integer, p_connector_type integer,
   p_instance integer, p_binding integer, p_tenant_retry integer, p_threshold integer, p_open_ms integer,
   p_tenant_id text, p_type_id text, p_instance_id text, p_binding_key text)
-RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'policy_ref', p_policy_ref,
     'policy_revision', p_policy_revision,
@@ -111,7 +111,7 @@ $$;
 -- A route's pinned admission snapshot, rebuilt from the numbers it keeps and its own keys
 -- (p_type_id: its version's connector type).
 CREATE FUNCTION aip_route_admission(a aip_route_assignments, p_type_id text) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql STABLE AS $$
   SELECT aip_admission_json(a.quota_policy_ref, a.admission_policy_revision, a.admission_max_global_in_flight,
                             a.admission_max_tenant_in_flight, a.admission_max_connector_type_in_flight,
                             a.admission_max_instance_in_flight, a.admission_max_binding_in_flight,
@@ -122,11 +122,15 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- A route's pinned admission snapshot when its version's row is not at hand (the connector type
--- is looked up only when the pinned policy has a connector_type limit).
+-- is looked up only when the pinned policy has a connector_type limit). PL/pgSQL, like every
+-- helper that reads a table: its plan is cached for the session, where a SQL function's would be
+-- made again on every call.
 CREATE FUNCTION aip_pinned_admission(a aip_route_assignments) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-  SELECT aip_route_admission(a, CASE WHEN a.admission_max_connector_type_in_flight IS NOT NULL
-                                     THEN (SELECT v.type_id FROM aip_connector_versions v WHERE v.version_id = a.version_id) END)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN aip_route_admission(a, CASE WHEN a.admission_max_connector_type_in_flight IS NOT NULL
+                                     THEN (SELECT v.type_id FROM aip_connector_versions v WHERE v.version_id = a.version_id) END);
+END
 $$;
 
 -- The pinned RouteAssignment. Settlement compares the caller's copy with this, so it must be a
@@ -134,8 +138,9 @@ $$;
 -- endpoint and topology and the version's manifest digest, which never change in their rows (a
 -- route stores what only its decision knows, and joins the rest).
 CREATE FUNCTION aip_assignment_json(a aip_route_assignments) RETURNS json
-LANGUAGE sql STABLE AS $$
-  SELECT json_build_object(
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT json_build_object(
     'action_id', a.action_id, 'capability_id', a.capability_id, 'tenant_id', a.tenant_id,
     'instance_id', a.instance_id, 'version_id', a.version_id, 'manifest_digest', v.manifest_digest,
     'replica_id', a.replica_id, 'endpoint', r.endpoint,
@@ -147,15 +152,24 @@ LANGUAGE sql STABLE AS $$
     'replica_health_revision', a.replica_health_revision, 'fence_token', a.fence_token,
     'admission', aip_route_admission(a, v.type_id), 'assigned_at', aip_time(a.assigned_at))
   FROM aip_connector_replicas r, aip_connector_versions v
-  WHERE r.replica_id = a.replica_id AND v.version_id = a.version_id
+  WHERE r.replica_id = a.replica_id AND v.version_id = a.version_id);
+END
 $$;
 
 -- The admission scopes a reserved route holds: its pinned base scopes, plus the pinned retry
 -- scope while a reacquisition holds it.
 CREATE FUNCTION aip_held_scopes(a aip_route_assignments) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN NOT a.reserved THEN '[]'::jsonb
-              WHEN a.retry THEN (x.admission -> 'scopes') || jsonb_build_array(x.admission -> 'retry_scope')
-              ELSE x.admission -> 'scopes' END
-  FROM (SELECT aip_pinned_admission(a) AS admission) x
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_admission jsonb;
+BEGIN
+  IF NOT a.reserved THEN
+    RETURN '[]'::jsonb;
+  END IF;
+  v_admission := aip_pinned_admission(a);
+  IF a.retry THEN
+    RETURN (v_admission -> 'scopes') || jsonb_build_array(v_admission -> 'retry_scope');
+  END IF;
+  RETURN v_admission -> 'scopes';
+END
 $$;

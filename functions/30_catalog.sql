@@ -110,12 +110,13 @@ $$;
 
 -- The revision this read answers at, under the shared publication lock, in the caller's snapshot.
 -- (Not aip_catalog_revision_shared: a VOLATILE function would read the revision in a newer
--- snapshot than the rows.) Inlined: one statement.
+-- snapshot than the rows; a STABLE one reads in its caller's.)
 CREATE FUNCTION aip_catalog_read_revision() RETURNS bigint
-LANGUAGE sql STABLE AS $$
-  SELECT r.revision
-  FROM (SELECT pg_advisory_xact_lock_shared(hashtext(current_database()), 1095323715)) l, aip_catalog_revision r
-  WHERE r.singleton
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(hashtext(current_database()), 1095323715);
+  RETURN (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);
+END
 $$;
 
 -- A hot standby that has not replayed the revision a request comes from (its cursor, or the

@@ -62,13 +62,15 @@ $$;
 -- reservations can make it refuse, so a request racing a release is refused as if it had arrived
 -- a moment earlier.
 CREATE FUNCTION aip_exhausted_scope(p_scopes jsonb) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-  SELECT x.e
-  FROM jsonb_array_elements(p_scopes) WITH ORDINALITY AS x(e, n)
-  JOIN aip_admission_counters c ON c.scope_kind = x.e ->> 'kind' AND c.scope_key = x.e ->> 'key'
-  WHERE c.active >= (x.e ->> 'limit')::integer
-  ORDER BY x.n
-  LIMIT 1
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT x.e
+          FROM jsonb_array_elements(p_scopes) WITH ORDINALITY AS x(e, n)
+          JOIN aip_admission_counters c ON c.scope_kind = x.e ->> 'kind' AND c.scope_key = x.e ->> 'key'
+          WHERE c.active >= (x.e ->> 'limit')::integer
+          ORDER BY x.n
+          LIMIT 1);
+END
 $$;
 
 -- Reserve one slot in each scope, in the given (rank) order. Returns NULL on success, or the first

@@ -331,11 +331,14 @@ $$;
 -- reservation state. A plain read; like every entry point it gives up (storage, retryable) rather
 -- than wait behind a lock for longer than lock_timeout.
 CREATE FUNCTION aip_get_route(p_action_id text, p_tenant_id text) RETURNS json
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET lock_timeout = '2s' AS $$
-  SELECT json_build_object('assignment', aip_assignment_json(a), 'reserved', a.reserved,
-                           'last_settlement', a.last_settlement, 'settled_at', aip_time(a.settled_at))
-  FROM aip_route_assignments a
-  WHERE a.action_id = p_action_id AND a.tenant_id = p_tenant_id
+SET lock_timeout = '2s'
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN (SELECT json_build_object('assignment', aip_assignment_json(a), 'reserved', a.reserved,
+                                   'last_settlement', a.last_settlement, 'settled_at', aip_time(a.settled_at))
+          FROM aip_route_assignments a
+          WHERE a.action_id = p_action_id AND a.tenant_id = p_tenant_id);
+END
 $$;

@@ -15,12 +15,16 @@
 -- still reserved: a releaser that got there first already settled it as lease_expired, and this
 -- call is then the idempotent repeat.
 
--- Entry point (data role). Returns {action_id, released, last_settlement}.
+-- Entry point (data role). Returns {action_id, released, last_settlement}. Every statement it
+-- runs, its helpers' included, is a key lookup whose plan does not depend on the values:
+-- planned once per session (force_generic_plan), not again on every call, as the plan cache
+-- would otherwise keep doing for those it estimates cheaper with the values known.
 CREATE FUNCTION aip_settle_route(p_action_id text, p_tenant_id text, p_assignment jsonb, p_outcome text)
 RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET lock_timeout = '2s' AS $$
+SET lock_timeout = '2s'
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   a aip_route_assignments;
   v_now timestamptz;

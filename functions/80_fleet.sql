@@ -23,6 +23,7 @@ DECLARE
   v_now timestamptz := aip_now();
   v_ids text[];
   v_released integer := 0;
+  v_next timestamptz;
 BEGIN
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
     PERFORM aip_invalid_field('limit', 'must be an integer in [1, 10000]');
@@ -47,9 +48,8 @@ BEGIN
       RETURNING x.released)
     SELECT coalesce(sum(e.released), 0) INTO v_released FROM expired e;
   END IF;
-  RETURN json_build_object(
-    'expired', cardinality(v_ids), 'released', v_released,
-    'next_deadline', aip_time((SELECT min(r.lease_expires_at) FROM aip_connector_replicas r WHERE r.status <> 'offline')));
+  SELECT min(r.lease_expires_at) INTO v_next FROM aip_connector_replicas r WHERE r.status <> 'offline';
+  RETURN json_build_object('expired', cardinality(v_ids), 'released', v_released, 'next_deadline', aip_time(v_next));
 END
 $$;
 

@@ -1,7 +1,8 @@
 /**
  * One measured figure and the session that records them: every figure carries its concurrency,
- * its connection count, what the server was waiting on, whether the registry's invariants still
- * held afterwards, and its throughput as a ratio to the same run's `SELECT 1` ceiling.
+ * its connection count, what the server was waiting on, the WAL written per operation, whether
+ * the registry's invariants still held afterwards, and its throughput as a ratio to each
+ * reference measured in the same run at the same concurrency (see REFERENCES).
  */
 import type { Registry } from "../../src/registry/registry.js";
 import { closedLoop, type LoadOptions, type Measurement, type Operation } from "./load.js";
@@ -14,8 +15,10 @@ export interface Figure extends Measurement {
   target: string;
   /** Database connections serving the `concurrency` in-flight requests. */
   pool: number;
-  /** Throughput / the same target's SELECT 1 throughput at the same concurrency. */
-  ratioToSelect1?: number;
+  /** Throughput / each reference's throughput on the same target at the same concurrency. */
+  ratios?: Partial<Record<Reference, number>>;
+  /** Server-wide WAL over the phase / operations (see Observation.walBytes). */
+  walBytesPerOp?: number;
   observation?: Observation;
   /** "healthy", or the violated invariant kinds, checked right after the phase. */
   invariants?: string;
@@ -33,9 +36,20 @@ export interface Spec extends LoadOptions {
   warmupMs?: number;
 }
 
+/**
+ * The references every other figure is a ratio to, by the suite that measures them: the no-op
+ * round trip, the one-row durable write (workloads/peers.ts), a peer job queue's claim+complete
+ * (graphile-worker), and for the HTTP figures the registry's own cycle through its SQL entry
+ * points (what the HTTP layer costs on top).
+ */
+export const REFERENCES = { baseline: "SELECT 1", ceiling: "one-row write", peer: "graphile-worker", cycle: "SQL cycle" } as const;
+const MEASURES_ONLY = new Set(["baseline", "ceiling", "peer"]);
+export type Reference = (typeof REFERENCES)[keyof typeof REFERENCES];
+const referenceOf = (suite: string): Reference | undefined => REFERENCES[suite as keyof typeof REFERENCES];
+
 export class Recorder {
   readonly figures: Figure[] = [];
-  private readonly baselines = new Map<string, number>();
+  private readonly references = new Map<string, Map<Reference, number>>();
 
   constructor(private readonly log: (line: string) => void) {}
 
@@ -52,6 +66,7 @@ export class Recorder {
       target,
       pool: spec.pool,
       observation,
+      ...(observation.walBytes !== undefined && measurement.ops ? { walBytesPerOp: observation.walBytes / measurement.ops } : {}),
       ...(spec.note ? { note: spec.note } : {}),
     };
     if (checker && !spec.skipInvariants) figure.invariants = await invariants(checker);
@@ -60,9 +75,13 @@ export class Recorder {
 
   add(figure: Figure): Figure {
     const key = `${figure.target}/${figure.concurrency}`;
-    if (figure.suite === "baseline") this.baselines.set(key, figure.throughput);
-    const ceiling = this.baselines.get(key);
-    if (ceiling && figure.suite !== "baseline") figure.ratioToSelect1 = figure.throughput / ceiling;
+    const references = this.references.get(key) ?? new Map<Reference, number>();
+    this.references.set(key, references);
+    if (!MEASURES_ONLY.has(figure.suite) && references.size) {
+      figure.ratios = Object.fromEntries([...references].map(([name, throughput]) => [name, figure.throughput / throughput]));
+    }
+    const own = referenceOf(figure.suite);
+    if (own) references.set(own, figure.throughput);
     this.figures.push(figure);
     this.log(describe(figure));
     return figure;
@@ -85,7 +104,8 @@ export function describe(f: Figure): string {
     `  ${f.suite}/${f.name} [${f.target}] c=${f.concurrency} pool=${f.pool}:`,
     `${fixed(f.throughput)} ops/s`,
     `p50 ${fixed(f.latency.p50)} p95 ${fixed(f.latency.p95)} p99 ${fixed(f.latency.p99)} ms`,
-    f.ratioToSelect1 !== undefined ? `(${(100 * f.ratioToSelect1).toFixed(1)}% of SELECT 1)` : "",
+    f.walBytesPerOp !== undefined ? `WAL ${f.walBytesPerOp.toFixed(0)} B/op` : "",
+    f.ratios ? `(${Object.entries(f.ratios).map(([name, r]) => `${r.toFixed(2)}x ${name}`).join(", ")})` : "",
     errors ? `errors: ${errors}` : "",
     waits ? `waits: ${waits}` : "",
     f.observation?.machineCpuPct != null ? `cpu ${f.observation.machineCpuPct}%` : "",

@@ -17,6 +17,11 @@ export interface Observation {
   machineCpuPct: number | null;
   /** This benchmark process's CPU, percent of one core. */
   clientCpuPct: number;
+  /**
+   * WAL the whole server wrote over the phase (pg_current_wal_lsn() difference), bytes: this
+   * run's writes plus anyone else's on a shared server, and full-page images after checkpoints.
+   */
+  walBytes?: number;
 }
 
 async function cpuTimes(): Promise<{ busy: number; total: number } | null> {
@@ -39,6 +44,8 @@ export async function observe(adminUrl: string, database: string): Promise<Obser
   const client = new pg.Client({ connectionString: adminUrl, application_name: "aip-bench-observer" });
   client.on("error", () => {});
   await client.connect();
+  const lsn = async () => (await client.query<{ lsn: string }>("SELECT pg_current_wal_lsn()::text AS lsn")).rows[0]?.lsn ?? "0/0";
+  const lsn0 = await lsn().catch(() => null);
   const totals = new Map<string, number>();
   let samples = 0;
   let running = true;
@@ -61,6 +68,11 @@ export async function observe(adminUrl: string, database: string): Promise<Obser
     async stop() {
       running = false;
       await loop.catch(() => {});
+      let walBytes: number | undefined;
+      if (lsn0) {
+        const { rows } = await client.query<{ bytes: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS bytes", [lsn0]).catch(() => ({ rows: [] as { bytes: string }[] }));
+        if (rows[0]) walBytes = Number(rows[0].bytes);
+      }
       await client.end().catch(() => {});
       const cpu1 = await cpuTimes();
       const used = process.cpuUsage(client0);
@@ -72,6 +84,7 @@ export async function observe(adminUrl: string, database: string): Promise<Obser
         waits,
         machineCpuPct: cpu0 && cpu1 && cpu1.total > cpu0.total ? round((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total), 1) : null,
         clientCpuPct: round((100 * (used.user + used.system)) / 1000 / elapsedMs, 1),
+        ...(walBytes !== undefined ? { walBytes } : {}),
       };
     },
   };

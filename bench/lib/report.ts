@@ -30,7 +30,9 @@ export const REFERENCE = { routesPerSecond: 100, routeP99Ms: 3000, catalogP99Ms:
 export const GOAL = { routesPerSecond: 1000, routeP99Ms: 300, catalogP99Ms: 200 };
 
 const n = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
-const pct = (ratio: number | undefined) => (ratio === undefined ? "" : `${(100 * ratio).toFixed(1)}%`);
+const times = (ratio: number | undefined) => (ratio === undefined ? "-" : `${ratio.toFixed(2)}x`);
+const ratios = (f: Figure) => (f.ratios ? `${times(f.ratios["SELECT 1"])} / ${times(f.ratios["one-row write"])} / ${times(f.ratios["graphile-worker"])}` : "");
+const wal = (f: Figure | undefined) => (f?.walBytesPerOp === undefined ? "-" : n(f.walBytesPerOp, 0));
 const errors = (f: Figure) =>
   Object.entries(f.errors)
     .map(([code, count]) => `${code} ${count}`)
@@ -43,12 +45,12 @@ const waits = (f: Figure) =>
 
 function figureTable(figures: Figure[]): string[] {
   const rows = [
-    "| workload | target | conc. | conns | ops/s | p50 ms | p95 ms | p99 ms | vs SELECT 1 | CPU % machine (client) | top waits (avg backends) | errors | invariants |",
-    "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|",
+    "| workload | target | conc. | conns | ops/s | p50 ms | p95 ms | p99 ms | vs SELECT 1 / one-row write / graphile-worker | WAL B/op | CPU % machine (client) | top waits (avg backends) | errors | invariants |",
+    "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|",
   ];
   for (const f of figures) {
     rows.push(
-      `| ${f.suite}: ${f.name} | ${f.target} | ${f.concurrency} | ${f.pool} | ${n(f.throughput)} | ${n(f.latency.p50)} | ${n(f.latency.p95)} | ${n(f.latency.p99)} | ${pct(f.ratioToSelect1)} | ${f.observation ? `${f.observation.machineCpuPct ?? "-"} (${f.observation.clientCpuPct})` : ""} | ${waits(f)} | ${errors(f)} | ${f.invariants ?? ""} |`,
+      `| ${f.suite}: ${f.name} | ${f.target} | ${f.concurrency} | ${f.pool} | ${n(f.throughput)} | ${n(f.latency.p50)} | ${n(f.latency.p95)} | ${n(f.latency.p99)} | ${ratios(f)} | ${wal(f)} | ${f.observation ? `${f.observation.machineCpuPct ?? "-"} (${f.observation.clientCpuPct})` : ""} | ${waits(f)} | ${errors(f)} | ${f.invariants ?? ""} |`,
     );
   }
   const notes = figures.filter((f) => f.note).map((f) => `- ${f.suite}: ${f.name} (c=${f.concurrency}): ${f.note}`);
@@ -62,11 +64,15 @@ function summary(r: Results): string[] {
   const lines = ["## Summary", ""];
   for (const target of [...new Set(r.figures.filter((f) => f.suite === "cycle").map((f) => f.target))]) {
     lines.push(`**${target}**: resolve+settle cycles per concurrency:`, "");
-    lines.push("| concurrency | conns | cycles/s | cycle p99 ms | new routes/s | route p99 ms | vs SELECT 1 (cycle) |", "|--:|--:|--:|--:|--:|--:|--:|");
+    lines.push(
+      "| concurrency | conns | cycles/s | cycle p99 ms | new routes/s | route p99 ms | cycle vs SELECT 1 | vs one-row write | vs graphile-worker (jobs/s) | WAL B/cycle (graphile-worker B/job) |",
+      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    );
     for (const cycle of r.figures.filter((f) => f.suite === "cycle" && f.target === target)) {
       const resolve = find(r, "resolve", target, cycle.concurrency);
+      const peer = find(r, "peer", target, cycle.concurrency);
       lines.push(
-        `| ${cycle.concurrency} | ${cycle.pool} | ${n(cycle.throughput)} | ${n(cycle.latency.p99)} | ${resolve ? n(resolve.throughput) : "-"} | ${resolve ? n(resolve.latency.p99) : "-"} | ${pct(cycle.ratioToSelect1)} |`,
+        `| ${cycle.concurrency} | ${cycle.pool} | ${n(cycle.throughput)} | ${n(cycle.latency.p99)} | ${resolve ? n(resolve.throughput) : "-"} | ${resolve ? n(resolve.latency.p99) : "-"} | ${times(cycle.ratios?.["SELECT 1"])} | ${times(cycle.ratios?.["one-row write"])} | ${times(cycle.ratios?.["graphile-worker"])}${peer ? ` (${n(peer.throughput, 0)})` : ""} | ${wal(cycle)} (${wal(peer)}) |`,
       );
     }
     lines.push("");
@@ -82,7 +88,7 @@ function summary(r: Results): string[] {
   if (catalog.length) lines.push(`- Catalog p99 (32 readers): ${catalog.map((f) => `${f.name} ${n(f.latency.p99)} ms (${n(f.throughput)}/s)`).join("; ")}.`);
   if (r.scale) lines.push(`- Scale ratio, largest/smallest fleet: throughput x${n(r.scale.throughputRatio ?? NaN, 2)}, p99 x${n(r.scale.p99Ratio ?? NaN, 2)}.`);
   const http = r.figures.find((f) => f.suite === "http" && f.name.includes("cycle"));
-  if (http) lines.push(`- HTTP (Node server, autocannon, ${http.concurrency} connections): ${n(http.throughput)} cycles/s, cycle p99 ${n(http.latency.p99)} ms (${pct(http.ratioToSelect1)} of SELECT 1).`);
+  if (http) lines.push(`- HTTP (Node server, autocannon, ${http.concurrency} connections): ${n(http.throughput)} cycles/s, cycle p99 ${n(http.latency.p99)} ms.`);
   const pglite = r.figures.find((f) => f.suite === "pglite");
   if (pglite) lines.push(`- Embedded PGlite: ${n(pglite.throughput)} cycles/s single-session, p99 ${n(pglite.latency.p99)} ms.`);
 

@@ -1,6 +1,8 @@
 /**
  * The data-plane hot path at each concurrency, through the typed registry client over a pg pool:
  * - baseline: `SELECT 1` through the same executor and pool (the no-op ceiling);
+ * - ceiling and peer (workloads/peers.ts): a one-row durable write, and graphile-worker's
+ *   claim+complete, at the same concurrency over pools of the same size;
  * - resolve: new actions, each a fresh route on a random routable (tenant, capability);
  * - settle: the routes that phase created, settled `completed`;
  * - retry: a settled action resolved again (reacquisition of its pinned replica under the retry
@@ -13,6 +15,7 @@ import type { RouteAssignment } from "../../src/schemas.js";
 import type { Recorder } from "../lib/figures.js";
 import { randomRoute, type Layout } from "../lib/layout.js";
 import type { BenchDatabase, RegistryHandle } from "../lib/target.js";
+import { measureGraphileWorker, measureWriteCeiling } from "./peers.js";
 
 export interface Held {
   actionId: string;
@@ -71,12 +74,20 @@ export interface RoutingPlan {
   baselineMs: number;
   /** Warm-up lifecycles per connection before timing (see warmUp). */
   warmRounds: number;
+  /** Measure the write ceiling and graphile-worker at each concurrency (default true). */
+  peers?: boolean;
   /** Run only these phases (all by default). */
   phases?: readonly ("resolve" | "settle" | "retry" | "cycle")[];
 }
 
 export async function runRouting(recorder: Recorder, db: BenchDatabase, l: Layout, plan: RoutingPlan): Promise<void> {
   for (const concurrency of plan.concurrencies) {
+    // Before the registry's pool opens: each of them holds a pool of the same size.
+    if (plan.peers !== false) {
+      const peerPlan = { target: plan.target, concurrency, pool: plan.poolFor(concurrency), durationMs: plan.durationMs };
+      await measureWriteCeiling(recorder, db, peerPlan);
+      await measureGraphileWorker(recorder, db, peerPlan);
+    }
     const handle = await db.registry(plan.poolFor(concurrency));
     try {
       await routingAt(recorder, db, l, plan, concurrency, handle);

@@ -6,10 +6,14 @@
  * choice is asserted. Plans are captured with auto_explain (every nested statement, JSON, as
  * NOTICEs) under forced custom and forced generic plans, so whichever the plan cache picks for
  * a PL/pgSQL statement is covered. (The catalog's plans: catalog-plan.test.ts.)
+ *
+ * It also checks that no SQL-language function is really called on a hot path: one that the
+ * planner cannot inline is parsed, analyzed and planned again on every call (PostgreSQL < 18),
+ * which once cost the routing cycle half its server CPU (functions/00_support.sql, aip_sha256).
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { randomRoute, type Layout } from "../../bench/lib/layout.js";
+import { randomRoute, tenantId, type Layout } from "../../bench/lib/layout.js";
 import { seedFleet, seedRouteHistory } from "../../bench/lib/seed.js";
 import { withPgSession } from "../../src/db/pg.js";
 import type { RouteAssignment } from "../../src/schemas.js";
@@ -161,5 +165,50 @@ describe.each(MODES)("routing plans at fleet scale (%s)", (mode) => {
       "UPDATE aip_connector_replicas SET status = 'ready', lease_expires_at = now() + interval '30 days', health_revision = health_revision + 1 WHERE replica_id = ANY($1)",
       [replicas],
     );
+  });
+});
+
+describe("hot paths call no SQL-language function that is not inlined", () => {
+  it("resolve, read, settle, reacquire, heartbeat, catalog reads and lease expiry", async () => {
+    // A fresh session: function statistics pending from earlier calls would blur the count.
+    const probe = new pg.Client({ connectionString: db.ownerUrl });
+    await probe.connect();
+    try {
+      await probe.query("BEGIN");
+      await probe.query("SET LOCAL track_functions = 'all'");
+      const pick = randomRoute(fleet);
+      const actionId = `act_inline_${Math.random().toString(36).slice(2)}`;
+      await probe.query("SELECT aip_resolve_route($1, $2, $3, $4)", [actionId, pick.tenant, pick.capability, { region: pick.region }]);
+      const { rows } = await probe.query<{ r: { assignment: RouteAssignment } }>("SELECT aip_get_route($1, $2) AS r", [actionId, pick.tenant]);
+      const assignment = rows[0]!.r.assignment;
+      await probe.query("SELECT aip_settle_route($1, $2, $3, 'completed')", [actionId, pick.tenant, assignment]);
+      await probe.query("SELECT aip_resolve_route($1, $2, $3)", [actionId, pick.tenant, pick.capability]);
+      await probe.query("SELECT aip_settle_route($1, $2, $3, 'outcome_unknown')", [actionId, pick.tenant, assignment]);
+      const { rows: replica } = await probe.query<{ sequence: string }>(
+        "SELECT health_revision::text AS sequence FROM aip_connector_replicas WHERE replica_id = $1",
+        [assignment.replica_id],
+      );
+      await probe.query("SELECT aip_operator_replica_lifecycle($1, 'heartbeat', $2)", [
+        assignment.replica_id,
+        { request_id: `msg_inline_${actionId}`, previous_sequence: Number(replica[0]!.sequence) },
+      ]);
+      await probe.query("SELECT * FROM aip_catalog_page($1, $2)", [tenantId(1), { limit: 50 }]);
+      await probe.query("SELECT * FROM aip_catalog_get($1, $2)", [pick.tenant, pick.capability]);
+      await probe.query("SELECT aip_expire_leases(100)");
+      const { rows: called } = await probe.query<{ funcname: string; calls: number }>(
+        `SELECT f.funcname, f.calls::int AS calls
+         FROM pg_stat_xact_user_functions f JOIN pg_proc p ON p.oid = f.funcid JOIN pg_language l ON l.oid = p.prolang
+         WHERE l.lanname = 'sql' ORDER BY 1`,
+      );
+      const { rows: plpgsql } = await probe.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_xact_user_functions f JOIN pg_proc p ON p.oid = f.funcid
+         JOIN pg_language l ON l.oid = p.prolang WHERE l.lanname = 'plpgsql'`,
+      );
+      expect(plpgsql[0]!.n).toBeGreaterThan(5); // the counting works: the entry points were seen
+      expect(called).toEqual([]);
+    } finally {
+      await probe.query("ROLLBACK").catch(() => {});
+      await probe.end();
+    }
   });
 });

@@ -1,0 +1,146 @@
+/**
+ * What the routing figures are compared with, measured on the same server, at the same
+ * concurrency and in the same run (the machine is shared and noisy, so only same-run ratios mean
+ * anything):
+ * - `ceiling/one-row write`: a durable transaction that updates one row (one of 10,000, so no
+ *   two workers collide), through the project's own `pg` executor: the most a writing round trip
+ *   can do on this server, commit flush included. A cycle is two such writes.
+ * - `peer/graphile-worker`: graphile-worker (pinned dev dependency, its own schema in the bench
+ *   database) claiming and completing no-op jobs one at a time (its defaults: no local queue, no
+ *   batched completion), `concurrency` workers over a pool of the same size (plus its LISTEN
+ *   connection). A claim+complete is
+ *   the job queue's equivalent of a resolve+settle: two writing round trips per unit of work. Its
+ *   latency is each worker's time from one completion to the next (claim, no-op, complete).
+ */
+import { Logger, makeWorkerUtils, run, type Runner } from "graphile-worker";
+import { EventEmitter } from "node:events";
+import { createPgPool, pgExecutor } from "../../src/db/pg.js";
+import type { Recorder } from "../lib/figures.js";
+import { observe } from "../lib/observe.js";
+import { Samples } from "../lib/stats.js";
+import type { BenchDatabase } from "../lib/target.js";
+
+const CEILING_ROWS = 10_000;
+const PEER_SCHEMA = "graphile_worker_bench";
+
+export interface PeerPlan {
+  target: string;
+  concurrency: number;
+  pool: number;
+  durationMs: number;
+}
+
+/** Creates the write ceiling's table (idempotent; owned by the bench database's owner). */
+async function ceilingTable(db: BenchDatabase): Promise<void> {
+  await db.withOwner(async (session) => {
+    await session.query(`CREATE TABLE IF NOT EXISTS aip_bench_write_ceiling (id int PRIMARY KEY, n bigint NOT NULL)`);
+    await session.query(`INSERT INTO aip_bench_write_ceiling SELECT g, 0 FROM generate_series(1, ${CEILING_ROWS}) g ON CONFLICT DO NOTHING`);
+  });
+}
+
+export async function measureWriteCeiling(recorder: Recorder, db: BenchDatabase, plan: PeerPlan): Promise<void> {
+  await ceilingTable(db);
+  const pool = createPgPool(db.ownerUrl, { max: plan.pool, applicationName: "aip-bench-ceiling", statementTimeoutMs: 120_000, connectionTimeoutMs: 120_000 });
+  const executor = pgExecutor(pool);
+  try {
+    const write = async () => {
+      await executor.query("UPDATE aip_bench_write_ceiling SET n = n + 1 WHERE id = $1", [1 + Math.floor(Math.random() * CEILING_ROWS)]);
+    };
+    await recorder.measure(
+      db,
+      plan.target,
+      { suite: "ceiling", name: "one-row write", concurrency: plan.concurrency, pool: plan.pool, durationMs: plan.durationMs, warmupMs: 300, skipInvariants: true },
+      write,
+    );
+  } finally {
+    await pool.end();
+  }
+}
+
+/** Jobs enough for the phase at a rate well above anything this server reaches. */
+const jobsFor = (durationMs: number) => Math.max(5_000, Math.ceil((durationMs / 1000 + 2) * 6_000));
+
+export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabase, plan: PeerPlan): Promise<void> {
+  const utils = await makeWorkerUtils({ connectionString: db.ownerUrl, schema: PEER_SCHEMA, maxPoolSize: 2, logger: quietLogger });
+  try {
+    await utils.migrate();
+    await utils.withPgClient((client) => client.query(`DELETE FROM ${PEER_SCHEMA}._private_jobs`));
+    const jobs = jobsFor(plan.durationMs);
+    for (let added = 0; added < jobs; added += 5_000) {
+      await utils.addJobs(Array.from({ length: Math.min(5_000, jobs - added) }, () => ({ identifier: "noop", payload: {} })));
+    }
+  } finally {
+    await utils.release();
+  }
+
+  const events = new EventEmitter();
+  const samples = new Samples();
+  const lastDone = new Map<string, number>();
+  let measuring = false;
+  let ops = 0;
+  events.on("job:success", ({ worker }: { worker: { workerId: string } }) => {
+    const now = performance.now();
+    const previous = lastDone.get(worker.workerId);
+    lastDone.set(worker.workerId, now);
+    if (!measuring) return;
+    ops++;
+    if (previous !== undefined) samples.add(now - previous);
+  });
+  const errors: Record<string, number> = {};
+  events.on("job:error", () => {
+    errors["job-error"] = (errors["job-error"] ?? 0) + 1;
+  });
+
+  const runner: Runner = await run({
+    connectionString: db.ownerUrl,
+    schema: PEER_SCHEMA,
+    // More workers than connections would only queue them in the pool (graphile-worker warns so).
+    concurrency: Math.min(plan.concurrency, plan.pool),
+    // One more than the workers': graphile-worker keeps a connection of its own LISTENing for new
+    // jobs (idle here), and with a pool of one it would never get one to work on.
+    maxPoolSize: plan.pool + 1,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    events: events as never,
+    logger: quietLogger,
+    taskList: { noop: async () => {} },
+  });
+  try {
+    await sleep(500); // every worker has claimed, so each has a previous completion
+    const observer = await observe(db.server.adminUrl, db.name);
+    measuring = true;
+    const t0 = performance.now();
+    await sleep(plan.durationMs);
+    measuring = false;
+    const seconds = (performance.now() - t0) / 1000;
+    const observation = await observer.stop();
+    recorder.add({
+      suite: "peer",
+      name: "graphile-worker claim+complete",
+      target: plan.target,
+      concurrency: plan.concurrency,
+      pool: plan.pool,
+      ops,
+      errors,
+      seconds,
+      throughput: ops / seconds,
+      latency: samples.summary(),
+      observation,
+      ...(observation.walBytes !== undefined && ops ? { walBytesPerOp: observation.walBytes / ops } : {}),
+      ...(ops >= jobsFor(plan.durationMs) - plan.concurrency
+        ? { note: "ran out of jobs: a lower bound" }
+        : plan.concurrency > plan.pool
+          ? { note: `graphile-worker runs ${plan.pool} workers, one per connection` }
+          : {}),
+    });
+  } finally {
+    await runner.stop();
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** graphile-worker logs every job at info; the bench keeps its warnings and errors. */
+const quietLogger = new Logger(() => (level, message) => {
+  if (level === "error" || level === "warning") console.error(`  graphile-worker ${level}: ${message}`);
+});
