@@ -22,7 +22,9 @@ import { newActionId } from "./routing.js";
 const SECRET = "aip-bench-secret-aip-bench-secret-0123456789";
 
 async function startServerProcess(db: BenchDatabase, poolMax: number): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./http-server.ts", import.meta.url))], {
+  // BENCH_SERVER_NODE_ARGS: extra node flags for the server process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", fileURLToPath(new URL("./http-server.ts", import.meta.url))], {
     env: {
       ...process.env,
       DATABASE_URL: db.dataUrl,
@@ -70,7 +72,9 @@ async function httpAt(
   plan: { target: string; poolMax: number; url: string; tokens: Map<string, string>; seconds: number; connections: number; serverPid: number },
 ): Promise<void> {
   const { url, tokens, seconds, connections } = plan;
-    const health = await autocannon({ url: `${url}/healthz`, connections, duration: Math.max(1, Math.round(seconds / 2)) });
+  // BENCH_HTTP_CYCLES_ONLY=1 leaves /healthz out (e.g. to profile the server on cycles alone).
+  if (!process.env.BENCH_HTTP_CYCLES_ONLY) {
+  const health = await autocannon({ url: `${url}/healthz`, connections, duration: Math.max(1, Math.round(seconds / 2)) });
   recorder.add({
     suite: "http",
     name: "GET /healthz (HTTP no-op)",
@@ -84,6 +88,7 @@ async function httpAt(
     latency: { count: health.requests.total, mean: health.latency.average, p50: health.latency.p50, p95: health.latency.p90, p99: health.latency.p99, max: health.latency.max },
     note: "autocannon request latency; p95 column shows p90",
   });
+  }
 
   const run = (duration: number, cycles: Samples, failures: Record<string, number>) => {
     const fail = (what: string, status: number) => {

@@ -28,8 +28,10 @@ export class UnexpectedOutcome extends Error {
 }
 
 let sequence = 0;
+/** Per process, so a rerun against a database that already has routes (bench/ab.ts, scratch runs) does not collide. */
+const run = Math.random().toString(36).slice(2, 8);
 /** Action IDs unique across the whole run (the database is fresh per run). */
-export const newActionId = (label: string) => `act_bench_${label}_${(++sequence).toString(36)}`;
+export const newActionId = (label: string) => `act_bench_${run}_${label}_${(++sequence).toString(36)}`;
 
 export async function resolveNew(registry: Registry, l: Layout, label: string): Promise<Held> {
   const pick = randomRoute(l);

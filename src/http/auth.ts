@@ -23,6 +23,12 @@ export interface AuthConfig {
   jwksUrl?: string;
   issuer?: string;
   audience?: string;
+  /** Verified tokens remembered (default 10,000; 0 verifies every request). See VerifiedTokens. */
+  cacheEntries?: number;
+  /** The longest a verification is trusted before the token is verified again (default 60 s). */
+  cacheMaxAgeMs?: number;
+  /** The clock (tests). */
+  now?: () => number;
 }
 
 export type Authenticator = (token: string) => Promise<Principal>;
@@ -50,24 +56,72 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
     // A token without an expiry would be valid forever.
     requiredClaims: ["exp"],
   };
-  return async (token) => {
+  const verify = async (token: string): Promise<{ principal: Principal; expiresAtMs: number }> => {
     let payload: JWTPayload;
     try {
       // jose refuses unsecured (alg: none) tokens and any algorithm outside `algorithms`.
-      payload = typeof key === "function" ? (await jwtVerify(token, key, options)).payload : (await jwtVerify(token, key, options)).payload; // two overloads of jwtVerify
+      const at = config.now ? { ...options, currentDate: new Date(config.now()) } : options;
+      payload = typeof key === "function" ? (await jwtVerify(token, key, at)).payload : (await jwtVerify(token, key, at)).payload; // two overloads of jwtVerify
     } catch (error) {
       throw new BearerRefusal("unauthorized", `invalid bearer token: ${(error as Error).message}`, "invalid_token");
     }
     const tenant = identityClaim(payload, "tenant_id", 256);
     const peer = identityClaim(payload, "peer_principal_id", 512);
     const scope = typeof payload.scope === "string" ? payload.scope : "";
-    return {
+    const principal = {
       subject: typeof payload.sub === "string" ? payload.sub : "",
       tenantId: tenant,
       peerPrincipalId: peer,
       scopes: new Set(scope.split(" ").filter(Boolean)),
     };
+    return { principal, expiresAtMs: (payload.exp as number) * 1000 };
   };
+  const entries = config.cacheEntries ?? 10_000;
+  if (entries <= 0) return async (token) => (await verify(token)).principal;
+  const cache = new VerifiedTokens(entries, config.cacheMaxAgeMs ?? 60_000, config.now ?? Date.now);
+  return async (token) => {
+    const known = cache.get(token);
+    if (known) return known;
+    const verified = await verify(token);
+    cache.set(token, verified.principal, verified.expiresAtMs);
+    return verified.principal;
+  };
+}
+
+/**
+ * Principals of tokens verified recently, by the token's exact text: a gateway sends the same
+ * token with every request for its lifetime, and verifying it (an HMAC or a signature, the JOSE
+ * header and claims parsed again) was a seventh of the Node server's CPU per routing cycle. Only
+ * successful verifications are kept, each until the token's own `exp` (no clock tolerance: the
+ * cache never extends a token's life) or `maxAgeMs`, whichever comes first, so a key removed from
+ * the JWKS stops being honoured within `maxAgeMs`. The oldest entry goes when the cache is full.
+ */
+export class VerifiedTokens {
+  private readonly entries = new Map<string, { principal: Principal; validUntilMs: number }>();
+
+  constructor(
+    private readonly maxEntries: number,
+    private readonly maxAgeMs: number,
+    private readonly now: () => number,
+  ) {}
+
+  get(token: string): Principal | undefined {
+    const entry = this.entries.get(token);
+    if (!entry) return undefined;
+    if (this.now() < entry.validUntilMs) return entry.principal;
+    this.entries.delete(token);
+    return undefined;
+  }
+
+  set(token: string, principal: Principal, expiresAtMs: number): void {
+    const validUntilMs = Math.min(expiresAtMs, this.now() + this.maxAgeMs);
+    if (!(validUntilMs > this.now())) return;
+    if (this.entries.size >= this.maxEntries) {
+      const oldest = this.entries.keys().next();
+      if (!oldest.done) this.entries.delete(oldest.value);
+    }
+    this.entries.set(token, { principal, validUntilMs });
+  }
 }
 
 /**

@@ -70,6 +70,28 @@ describe("HS256 tokens", () => {
     }
   });
 
+  it("are remembered once verified, but never past their expiry or the cache's maximum age", async () => {
+    let clock = Date.now();
+    const cached = createAuthenticator({ hs256Secret: TEST_SECRET, now: () => clock, cacheMaxAgeMs: 60_000 });
+    const expiresAt = Math.floor(clock / 1000) + 120;
+    const token = await hs({ scope: SCOPE, tenant_id: TENANT, sub: "gw", exp: expiresAt });
+    const first = await cached(token);
+    expect(first).toMatchObject({ tenantId: TENANT, subject: "gw" });
+    expect(await cached(token)).toBe(first); // the remembered principal, not a new verification
+    clock += 61_000; // past the maximum age: verified again (still valid), a new principal
+    const again = await cached(token);
+    expect(again).not.toBe(first);
+    expect(again).toEqual(first);
+    clock = expiresAt * 1000 + 10_000; // past exp (and the 5 s tolerance): refused, not served from the cache
+    await expectUnauthorized(cached, token, "a remembered token after its expiry");
+  });
+
+  it("are remembered only when valid: a refusal is never cached as a success", async () => {
+    const token = await hs({ scope: SCOPE, tenant_id: TENANT, exp: now() + 600 }, { secret: "x".repeat(48) });
+    await expectUnauthorized(auth, token, "signed with another secret");
+    await expectUnauthorized(auth, token, "signed with another secret, again");
+  });
+
   it("are refused without an expiry: a leaked token must not live forever", async () => {
     await expectUnauthorized(auth, await hs({ scope: SCOPE, tenant_id: TENANT, iat: now() }), "no exp claim");
   });
