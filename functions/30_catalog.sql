@@ -119,6 +119,18 @@ BEGIN
 END
 $$;
 
+-- Entry point (data role): the catalog's committed revision, nothing else. A Node server checks a
+-- cached answer with it, once for every request that arrived while the previous check ran
+-- (src/catalog/serve.ts, SharedRevisionCheck). One row by primary key; no lock: the revision row
+-- commits with the publication that moves it.
+CREATE FUNCTION aip_catalog_revision_now() RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+  RETURN (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);
+END
+$$;
+
 -- A hot standby that has not replayed the revision a request comes from (its cursor, or the
 -- validator it revalidates) cannot answer it without going back in time: it says so, and the
 -- serving layer asks the primary instead (src/registry/registry.ts). Not a problem code: it never

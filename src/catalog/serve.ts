@@ -6,7 +6,12 @@
  * statement, but on a warm cache that statement only confirms, under the shared publication lock,
  * that the cached answer's revision is still current (the page function's if_revision
  * short-circuit): the page is not built, not sent over the wire and not parsed or serialized
- * here. A miss builds the page once and keeps it. With `maxStalenessMs` > 0 a cached answer may
+ * here. A miss builds the page once and keeps it. Where requests of one process can share a
+ * promise (Node, `sharedRevisionCheck`), concurrent warm hits share that confirmation: a request
+ * waits for a check of the revision that started after it arrived, which every request arriving
+ * meanwhile shares, so a busy server sends about one statement per round trip instead of one per
+ * request; only when the check finds a newer revision does the request then read its answer (its
+ * second statement). With `maxStalenessMs` > 0 a cached answer may
  * be served without any statement for that long after its revision was last confirmed current
  * here; pages stay single-revision (an answer is one revision), and a cursor from a revision this
  * process has not seen is always revalidated.
@@ -34,6 +39,11 @@ export interface CatalogServingOptions {
   maxStalenessMs?: number;
   /** Shared with other apps of the same process; default: this server's own. */
   confirmed?: ConfirmedRevision;
+  /**
+   * Confirm warm hits with one revision check shared by the requests that arrive together
+   * (SharedRevisionCheck). Only where one request may await another's I/O: Node, not Workers.
+   */
+  sharedRevisionCheck?: boolean;
   now?: () => number;
 }
 
@@ -123,9 +133,47 @@ export class ConfirmedRevision {
   }
 }
 
+/**
+ * The catalog revision as of a read that started after the caller asked: `current()` joins the
+ * check that will start next, never one already running (it may have read its snapshot before the
+ * caller's request arrived, and missed a publication the caller must see). At most one check runs
+ * at a time, and every caller that arrived while it ran shares the one after it.
+ */
+export class SharedRevisionCheck {
+  private running: Promise<number> | null = null;
+  private next: Promise<number> | null = null;
+
+  constructor(private readonly read: () => Promise<number>) {}
+
+  current(): Promise<number> {
+    if (!this.running) return this.start();
+    this.next ??= this.running.then(
+      () => this.startNext(),
+      () => this.startNext(),
+    );
+    return this.next;
+  }
+
+  private startNext(): Promise<number> {
+    this.next = null;
+    return this.start();
+  }
+
+  private start(): Promise<number> {
+    const check = this.read();
+    this.running = check;
+    const done = () => {
+      if (this.running === check) this.running = null;
+    };
+    check.then(done, done);
+    return check;
+  }
+}
+
 export class CatalogServer {
   private readonly confirmed: ConfirmedRevision;
   private readonly now: () => number;
+  private readonly revisionCheck: SharedRevisionCheck | undefined;
 
   constructor(
     private readonly registry: Registry,
@@ -133,6 +181,7 @@ export class CatalogServer {
   ) {
     this.confirmed = options.confirmed ?? new ConfirmedRevision();
     this.now = options.now ?? Date.now;
+    this.revisionCheck = options.sharedRevisionCheck && options.cache ? new SharedRevisionCheck(() => registry.catalogRevision()) : undefined;
   }
 
   /**
@@ -167,6 +216,16 @@ export class CatalogServer {
     if (cached && (fromRevision === undefined || fromRevision === cached.revision) && this.confirmed.current(cached.revision, this.now(), this.options.maxStalenessMs ?? 0)) {
       if (validator === "any" || validator === cached.revision) return { status: 304, revision: cached.revision, etag: etag(cached.revision), cache: "hit" };
       return { status: 200, revision: cached.revision, etag: etag(cached.revision), body: cached.body, cache: "hit" };
+    }
+
+    // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
+    if (cached && this.revisionCheck && (fromRevision === undefined || fromRevision === cached.revision)) {
+      const current = await this.revisionCheck.current().catch(() => undefined);
+      if (current !== undefined) this.confirmed.confirm(current, this.now());
+      if (current === cached.revision) {
+        if (validator === "any" || validator === current) return { status: 304, revision: current, etag: etag(current), cache: "revalidated" };
+        return { status: 200, revision: current, etag: etag(current), body: cached.body, cache: "revalidated" };
+      }
     }
 
     // One statement: "not modified" at the newest revision we (or the client) hold, or the answer.

@@ -140,6 +140,16 @@ export class Registry {
     );
   }
 
+  /** The catalog's committed revision (from the catalog executor, a standby's when configured). */
+  async catalogRevision(): Promise<number> {
+    try {
+      const [row] = await (this.executors.catalog ?? this.executors.data).query<{ revision: string }>("SELECT aip_catalog_revision_now()::text AS revision");
+      return Number(row?.revision);
+    } catch (error) {
+      throw fromDatabaseError(error);
+    }
+  }
+
   async catalogPage(tenantId: string | null, query: CatalogQuery): Promise<CatalogPage> {
     return JSON.parse((await this.catalogPageText(tenantId, query)).text as string) as CatalogPage;
   }

@@ -34,7 +34,7 @@ function counted(executor: SqlExecutor) {
 }
 
 /** An app with its own cache and its own statement counter. */
-function cachedApi(options: { maxStalenessMs?: number; now?: () => number } = {}) {
+function cachedApi(options: { maxStalenessMs?: number; now?: () => number; sharedRevisionCheck?: boolean } = {}) {
   const counter = counted(pgExecutor(db.dataPool));
   const registry = new Registry({ data: counter.executor, control: pgExecutor(db.owner) });
   const api = createTestApi(registry, { catalog: { cache: new MemoryCatalogCache(4 * 1024 * 1024), ...options } });
@@ -129,6 +129,40 @@ describe("with no staleness (the default)", () => {
     const stale = await read(api, token, pagePath);
     expect(stale.status).toBe(409);
     expect(JSON.parse(stale.text)).toMatchObject({ code: "stale-cursor" });
+  });
+});
+
+describe("with the shared revision check (the Node server's default)", () => {
+  it("confirms concurrent warm hits with a few shared statements, each answer the current one", async () => {
+    const { api, counter } = cachedApi({ sharedRevisionCheck: true });
+    const token = await api.tenantToken("tenant-cc-a");
+    const path = "/v1/catalog/capabilities?limit=3";
+    const first = await read(api, token, path);
+    expect(first.cache).toBe("miss");
+    const before = counter.statements;
+    const answers = await Promise.all(Array.from({ length: 24 }, () => read(api, token, path)));
+    const statements = counter.statements - before;
+    for (const answer of answers) expect(answer).toMatchObject({ status: 200, cache: "revalidated", etag: first.etag, text: first.text });
+    // One check started by the first request, one shared by every request that arrived while it
+    // ran (and perhaps one more for stragglers): far fewer than one per request.
+    expect(statements).toBeGreaterThanOrEqual(1);
+    expect(statements).toBeLessThanOrEqual(4);
+  });
+
+  it("shows a publication at once: a check that finds a newer revision reads the new answer", async () => {
+    const { api, counter } = cachedApi({ sharedRevisionCheck: true });
+    const token = await api.tenantToken("tenant-cc-b");
+    const path = "/v1/catalog/capabilities/cap%3Acc.d";
+    const before = await read(api, token, path);
+    expect(before.status).toBe(200);
+    expect((await read(api, token, path)).cache).toBe("revalidated");
+    await db.registry.publish([binding("tenant-cc-b", "cap:cc.d", "cinst_cc_b", { priority: 7, policy_revision: 2 })]);
+    const n = counter.statements;
+    const after = await read(api, token, path);
+    expect(counter.statements - n).toBe(2); // the shared check, then this request's read
+    expect(after).toMatchObject({ status: 200, cache: "miss" });
+    expect(JSON.parse(after.text).catalog_revision).toBe(JSON.parse(before.text).catalog_revision + 1);
+    expect(after.etag).not.toBe(before.etag);
   });
 });
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
-import { definitionKey, etagOf, keyDigest, pageKey, validatorRevision } from "../../src/catalog/serve.js";
+import { definitionKey, etagOf, keyDigest, pageKey, SharedRevisionCheck, validatorRevision } from "../../src/catalog/serve.js";
 
 describe("MemoryCatalogCache", () => {
   it("keeps at most its byte budget, evicting the least recently used first", async () => {
@@ -69,5 +69,55 @@ describe("validators", () => {
     expect(validatorRevision("*", digest)).toBe("any");
     // Beyond 2^53 a revision cannot be compared exactly: it is no validator at all.
     expect(validatorRevision(`"9999999999999999-${digest}"`, digest)).toBeNull();
+  });
+});
+
+describe("SharedRevisionCheck", () => {
+  /** A read the test resolves by hand, in order. */
+  function manualReads() {
+    const pending: ((revision: number) => void)[] = [];
+    let started = 0;
+    const read = () =>
+      new Promise<number>((resolve) => {
+        started++;
+        pending.push(resolve);
+      });
+    return { read, pending, started: () => started };
+  }
+
+  it("never answers a caller with a check that was already running when it asked", async () => {
+    const reads = manualReads();
+    const check = new SharedRevisionCheck(reads.read);
+    const first = check.current();
+    expect(reads.started()).toBe(1);
+    const second = check.current(); // arrives while the first check runs: must wait for the next
+    const third = check.current(); // shares that next check
+    expect(reads.started()).toBe(1);
+    reads.pending[0]!(5);
+    expect(await first).toBe(5);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(reads.started()).toBe(2);
+    reads.pending[1]!(6);
+    expect(await second).toBe(6);
+    expect(await third).toBe(6);
+    // Nothing running now: the next caller starts its own check.
+    const fourth = check.current();
+    expect(reads.started()).toBe(3);
+    reads.pending[2]!(7);
+    expect(await fourth).toBe(7);
+  });
+
+  it("starts the next check after a failed one, and reports the failure only to its own callers", async () => {
+    let calls = 0;
+    const check = new SharedRevisionCheck(async () => {
+      calls++;
+      if (calls === 1) throw new Error("connection lost");
+      return 9;
+    });
+    const first = check.current();
+    const second = check.current();
+    await expect(first).rejects.toThrow("connection lost");
+    expect(await second).toBe(9);
   });
 });
