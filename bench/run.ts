@@ -18,6 +18,7 @@ import { runHttp } from "./workloads/http.js";
 import { runLimits } from "./workloads/limits.js";
 import { runPglite } from "./workloads/pglite.js";
 import { runRouting } from "./workloads/routing.js";
+import { runPartition } from "./workloads/partition.js";
 import { runScale } from "./workloads/scale.js";
 
 const log = (line: string) => console.log(line);
@@ -144,6 +145,12 @@ async function benchServer(server: Server, target: string, options: Options, res
     await db.closePools();
   }
 
+  if (options.suites.has("partition")) {
+    log("partition (half the tenants in each of two databases, driven together)");
+    await attempt(results, "partition", () =>
+      runPartition(recorder, server, { target, concurrency: 64, pool: poolFor(32), durationMs: options.phaseMs, warmRounds: options.warmRounds, replicas: REFERENCE_SCALE.replicas, log }),
+    );
+  }
   if (options.suites.has("scale")) {
     log("scale curve");
     await attempt(results, "scale", async () => {

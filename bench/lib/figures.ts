@@ -34,6 +34,8 @@ export interface Spec extends LoadOptions {
   skipInvariants?: boolean;
   /** Run the operation this long first, untimed, so fresh sessions have compiled and planned. */
   warmupMs?: number;
+  /** Another phase runs at the same time: the server-wide WAL is not this phase's alone. */
+  overlapping?: boolean;
 }
 
 /**
@@ -66,7 +68,7 @@ export class Recorder {
       target,
       pool: spec.pool,
       observation,
-      ...(observation.walBytes !== undefined && measurement.ops ? { walBytesPerOp: observation.walBytes / measurement.ops } : {}),
+      ...(observation.walBytes !== undefined && measurement.ops && !spec.overlapping ? { walBytesPerOp: observation.walBytes / measurement.ops } : {}),
       ...(spec.note ? { note: spec.note } : {}),
     };
     if (checker && !spec.skipInvariants) figure.invariants = await invariants(checker);

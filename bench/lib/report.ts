@@ -87,8 +87,17 @@ function summary(r: Results): string[] {
   const catalog = r.figures.filter((f) => f.suite === "catalog");
   if (catalog.length) lines.push(`- Catalog p99 (32 readers): ${catalog.map((f) => `${f.name} ${n(f.latency.p99)} ms (${n(f.throughput)}/s)`).join("; ")}.`);
   if (r.scale) lines.push(`- Scale ratio, largest/smallest fleet: throughput x${n(r.scale.throughputRatio ?? NaN, 2)}, p99 x${n(r.scale.p99Ratio ?? NaN, 2)}.`);
-  const http = r.figures.find((f) => f.suite === "http" && f.name.includes("cycle"));
-  if (http) lines.push(`- HTTP (Node server, autocannon, ${http.concurrency} connections): ${n(http.throughput)} cycles/s, cycle p99 ${n(http.latency.p99)} ms.`);
+  for (const http of r.figures.filter((f) => f.suite === "http" && f.name.includes("cycle"))) {
+    lines.push(
+      `- HTTP (Node server, autocannon, ${http.concurrency} connections): ${n(http.throughput)} cycles/s, cycle p99 ${n(http.latency.p99)} ms; ${times(http.ratios?.["SQL cycle"])} the SQL entry points' cycles at ${http.concurrency}.`,
+    );
+  }
+  const partitions = r.figures.find((f) => f.suite === "partition" && f.name.startsWith("both"));
+  if (partitions) {
+    lines.push(
+      `- Two databases with half the tenants each, driven together (${partitions.concurrency} in flight): ${n(partitions.throughput)} cycles/s, p99 ${n(partitions.latency.p99)} ms; ${times(partitions.ratios?.["SQL cycle"])} one database with every tenant at ${partitions.concurrency}.`,
+    );
+  }
   const pglite = r.figures.find((f) => f.suite === "pglite");
   if (pglite) lines.push(`- Embedded PGlite: ${n(pglite.throughput)} cycles/s single-session, p99 ${n(pglite.latency.p99)} ms.`);
 

@@ -107,6 +107,15 @@ ORDER BY 1;
 -- What publication maintains for every change: the live binding chains the catalog and routing read.
 SELECT aip_rebuild_catalog_entries();
 UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton;
+
+-- Steady state: the counter of every scope a route can hold under the default policy (tenant,
+-- instance, binding) exists, at 0, as on a registry that has routed through each binding before.
+-- A binding's first route inserts them once; drawing uniformly from 100,000 bindings, a phase of
+-- a few seconds would otherwise measure mostly first routes.
+INSERT INTO aip_admission_counters (scope_kind, scope_key, active)
+SELECT 'tenant', tenant_id, 0 FROM (SELECT DISTINCT tenant_id FROM aip_catalog_entries) t
+UNION ALL SELECT 'instance', instance_id, 0 FROM (SELECT DISTINCT instance_id FROM aip_catalog_entries) i
+UNION ALL SELECT 'binding', binding_key, 0 FROM aip_catalog_entries;
 `;
 }
 

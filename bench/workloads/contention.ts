@@ -116,8 +116,8 @@ async function measureNoisy(recorder: Recorder, db: BenchDatabase, plan: Content
   try {
     await recorder.measure(db, plan.target, quietSpec("quiet tenant alone", plan.durationMs / 2), quietCycle);
     await Promise.all([
-      recorder.measure(db, plan.target, noisySpec, () => cycle(noisy.registry, "tenant-noisy", "cap:nq.run", 10)),
-      recorder.measure(db, plan.target, quietSpec("quiet tenant beside the noisy one", plan.durationMs), quietCycle),
+      recorder.measure(db, plan.target, { ...noisySpec, overlapping: true }, () => cycle(noisy.registry, "tenant-noisy", "cap:nq.run", 10)),
+      recorder.measure(db, plan.target, { ...quietSpec("quiet tenant beside the noisy one", plan.durationMs), overlapping: true }, quietCycle),
     ]);
   } finally {
     await Promise.all([quiet.close(), noisy.close()]);
