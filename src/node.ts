@@ -324,7 +324,7 @@ export async function startServer(
     catalog: {
       ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
       maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
-      sharedRevisionCheck: true,
+      sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
     },
     ...(accessLog ? { log: accessLog } : {}),
     ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC, transportRefusals: transport.refusals } } : {}),

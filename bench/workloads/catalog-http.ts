@@ -152,6 +152,21 @@ export async function runCatalogHttp(
       },
     },
     {
+      label: "cache, no staleness, shared revision check",
+      env: { CATALOG_CACHE_BYTES: String(256 * 1024 * 1024), CATALOG_MAX_STALENESS_MS: "0", CATALOG_SHARED_REVISION_CHECK: "true" },
+      phases: async (url) => {
+        const health = await phase(url, "GET /healthz (HTTP no-op, shared-check server)", [{ path: "/healthz", token: "" }], { expect: 200 });
+        const { first } = await collect(url);
+        relate(
+          await phase(url, `first page, cache warm, staleness 0, shared revision check (limit ${PAGE})`, first, {
+            expect: 200,
+            note: "CATALOG_SHARED_REVISION_CHECK=true: concurrent hits share one check",
+          }),
+          health,
+        );
+      },
+    },
+    {
       label: "cache, 5 s staleness",
       env: { CATALOG_CACHE_BYTES: String(256 * 1024 * 1024), CATALOG_MAX_STALENESS_MS: "5000" },
       phases: async (url) => {

@@ -7,11 +7,11 @@
  * that the cached answer's revision is still current (the page function's if_revision
  * short-circuit): the page is not built, not sent over the wire and not parsed or serialized
  * here. A miss builds the page once and keeps it. Where requests of one process can share a
- * promise (Node, `sharedRevisionCheck`), concurrent warm hits share that confirmation: a request
- * waits for a check of the revision that started after it arrived, which every request arriving
- * meanwhile shares, so a busy server sends about one statement per round trip instead of one per
- * request; only when the check finds a newer revision does the request then read its answer (its
- * second statement). With `maxStalenessMs` > 0 a cached answer may
+ * promise (Node) and the operator asks for it (`sharedRevisionCheck`), concurrent warm hits share
+ * that confirmation instead: a request waits for a check of the revision that started after it
+ * arrived, which every request arriving meanwhile shares, so a busy server sends about one
+ * statement per round trip instead of one per request; only when the check finds a newer revision
+ * does the request then read its answer (its second statement). With `maxStalenessMs` > 0 a cached answer may
  * be served without any statement for that long after its revision was last confirmed current
  * here; pages stay single-revision (an answer is one revision), and a cursor from a revision this
  * process has not seen is always revalidated.
