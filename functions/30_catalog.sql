@@ -125,7 +125,8 @@ $$;
 -- commits with the publication that moves it.
 CREATE FUNCTION aip_catalog_revision_now() RETURNS bigint
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '5s' AS $$
 BEGIN
   RETURN (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);
 END
