@@ -262,8 +262,10 @@ $$;
 -- Nesting is bounded (128 levels, serde_json's default recursion limit, which the reference
 -- registry inherits): deeper input is refused as invalid instead of exhausting the server's stack.
 -- A manifest is mostly scalars: they are written inline by aip_canonical_value, and only objects
--- and arrays recurse (one query each).
-CREATE FUNCTION aip_canonical_json(p jsonb, p_depth integer DEFAULT 1) RETURNS text
+-- and arrays recurse (one query each). p_known: members of this object whose canonical text the
+-- caller already has (key -> text), so that a document whose parts were canonicalized on their
+-- own is not walked again (aip_canonical_manifest).
+CREATE FUNCTION aip_canonical_json(p jsonb, p_depth integer DEFAULT 1, p_known jsonb DEFAULT '{}'::jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
 BEGIN
   IF jsonb_typeof(p) NOT IN ('object', 'array') THEN
@@ -281,7 +283,7 @@ BEGIN
   -- above U+E000" would be more precise than "a non-ASCII key", but compiling one whose range
   -- spans the astral planes costs tens of milliseconds in every new session.)
   RETURN '{' || coalesce((
-    SELECT string_agg(to_json(e.key)::text || ':' || aip_canonical_value(e.value, p_depth + 1), ','
+    SELECT string_agg(to_json(e.key)::text || ':' || coalesce(p_known ->> e.key, aip_canonical_value(e.value, p_depth + 1)), ','
                       ORDER BY CASE WHEN h.high THEN aip_jcs_utf16_key(e.key) ELSE e.key END COLLATE "C")
     FROM jsonb_each(p) AS e,
          (SELECT bool_or(octet_length(k) <> length(k)) AS high FROM jsonb_object_keys(p) AS k) AS h), '') || '}';

@@ -179,6 +179,33 @@ LANGUAGE sql IMMUTABLE AS $$
   FROM jsonb_array_elements(p_capabilities) WITH ORDINALITY AS e
 $$;
 
+-- A manifest's canonical text with each node walked once: every capability's schemas first (at
+-- the depth they have in the manifest, so the nesting bound counts as for the whole document),
+-- each capability around its schemas' texts, the manifest around its capabilities' texts. Also
+-- returns the capabilities' texts and their aip_canonical_schemas entries, in manifest order.
+CREATE FUNCTION aip_canonical_manifest(p_manifest jsonb, OUT manifest text, OUT capabilities text[], OUT schemas text[])
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  -- manifest (1) > its capabilities array (2) > a capability (3) > the capability's schemas (4)
+  c_schema_depth constant integer := 4;
+  v_inputs text[];
+  v_outputs text[];
+BEGIN
+  -- Two statements on purpose: in one, the planner would substitute each schema's canonical
+  -- call into every expression that uses its text, and walk the schema once per use.
+  SELECT coalesce(array_agg(aip_canonical_json(e.cap -> 'input_schema', c_schema_depth) ORDER BY e.n), '{}'),
+         coalesce(array_agg(aip_canonical_json(e.cap -> 'output_schema', c_schema_depth) ORDER BY e.n), '{}')
+  INTO v_inputs, v_outputs
+  FROM jsonb_array_elements(p_manifest -> 'capabilities') WITH ORDINALITY AS e(cap, n);
+  SELECT coalesce(array_agg(aip_canonical_json(e.cap, 3, jsonb_strip_nulls(jsonb_build_object('input_schema', v_inputs[e.n], 'output_schema', v_outputs[e.n])))
+                            ORDER BY e.n), '{}'),
+         coalesce(array_agg('{"input":' || v_inputs[e.n] || ',"output":' || coalesce(v_outputs[e.n], 'null') || '}' ORDER BY e.n), '{}')
+  INTO capabilities, schemas
+  FROM jsonb_array_elements(p_manifest -> 'capabilities') WITH ORDINALITY AS e(cap, n);
+  manifest := aip_canonical_json(p_manifest, 1, jsonb_build_object('capabilities', '[' || array_to_string(capabilities, ',') || ']'));
+END
+$$;
+
 -- The schema bundle digest of a manifest: SHA-256 of the canonical
 -- {"schemas": [{"capability_id", "input", "output"}, ...]} in manifest order, as the reference
 -- computes it. p_schemas: aip_canonical_schemas of the same capabilities.
@@ -312,6 +339,7 @@ DECLARE
   v_defs jsonb[] := '{}';
   v_ids text[] := '{}';
   v_cap_canonical text;
+  v_cap_texts text[];
   v_contract_digest text;
   v_schema_digest text;
   v_def_bytes integer;
@@ -373,7 +401,7 @@ BEGIN
     PERFORM aip_fail('admission', format('manifest contains %s capabilities; limit is %s', jsonb_array_length(v_caps), c_max_capabilities),
                      jsonb_build_object('field', 'manifest.capabilities'));
   END IF;
-  v_canonical := aip_canonical_json(v_manifest);
+  SELECT c.manifest, c.capabilities, c.schemas INTO v_canonical, v_cap_texts, v_schemas FROM aip_canonical_manifest(v_manifest) c;
   IF octet_length(v_canonical) > c_max_manifest_bytes THEN
     PERFORM aip_fail('admission', format('canonical manifest is %s bytes; limit is %s', octet_length(v_canonical), c_max_manifest_bytes),
                      jsonb_build_object('field', 'manifest'));
@@ -382,16 +410,15 @@ BEGIN
     PERFORM aip_fail('admission', 'declared manifest digest does not match canonical manifest',
                      jsonb_build_object('field', 'manifest_digest', 'computed', aip_sha256(v_canonical)));
   END IF;
-  v_schemas := aip_canonical_schemas(v_caps);
   PERFORM aip_check_evidence(v_manifest, v_attestation, v_support, v_schemas);
 
   -- Definitions ---------------------------------------------------------------------------------
   FOR v_cap IN SELECT e FROM jsonb_array_elements(v_caps) e LOOP
     v_index := v_index + 1;
     v_cap_id := v_cap ->> 'id';
-    -- The capability is canonicalized once; the definition {capability, contract_digest,
-    -- schema_digest} is that text with its two digests, members already in canonical order.
-    v_cap_canonical := aip_canonical_json(v_cap);
+    -- The definition {capability, contract_digest, schema_digest} is the capability's canonical
+    -- text with its two digests, members already in canonical order.
+    v_cap_canonical := v_cap_texts[v_index];
     v_contract_digest := aip_sha256(v_cap_canonical);
     v_schema_digest := aip_sha256(v_schemas[v_index]);
     v_def_bytes := octet_length('{"capability":' || v_cap_canonical || ',"contract_digest":"' || v_contract_digest
