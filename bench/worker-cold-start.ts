@@ -18,8 +18,8 @@ import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import pg from "pg";
 import { buildWorkerBundle } from "../scripts/bundle-size.js";
-import { prepareLocalWorkerDatabase } from "../src/dev/local-database.js";
-import { startNeonProxy } from "../src/dev/neon-proxy.js";
+import { prepareLocalWorkerDatabase } from "../dev/local-database.js";
+import { startNeonProxy } from "../dev/neon-proxy.js";
 import { mintToken } from "../src/http/tokens.js";
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);

@@ -25,7 +25,7 @@ const FORBIDDEN_INPUTS: [RegExp, string][] = [
   [/node_modules\/drizzle-(orm|kit)\//, "drizzle"],
   [/(^|\/)src\/(node|cli)\.ts$/, "the Node entry"],
   [/(^|\/)src\/db\/(pg|pglite|migrate|sql-files)\.ts$/, "Node database code"],
-  [/(^|\/)src\/dev\/neon-proxy\.ts$/, "the local Neon proxy"],
+  [/(^|\/)dev\/neon-proxy\.ts$/, "the local Neon proxy"],
 ];
 
 export interface BundleReport {

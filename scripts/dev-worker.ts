@@ -1,6 +1,6 @@
 /**
  * `npm run dev`: the real Worker (src/worker.ts) in `wrangler dev`, on the production Neon driver,
- * against a local PostgreSQL through the local Neon proxy (src/dev/neon-proxy.ts).
+ * against a local PostgreSQL through the local Neon proxy (dev/neon-proxy.ts).
  *
  * 1. The port (DEV_PORT, default 8788: `npm start` keeps 8787) must be free, or nothing starts.
  * 2. DATABASE_URL (default postgres://postgres@127.0.0.1:5432/aip_registry_dev) is the owner:
@@ -29,8 +29,8 @@ import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { readFleetFile, validateFleet } from "../src/cli/fleet-file.js";
-import { prepareLocalWorkerDatabase } from "../src/dev/local-database.js";
-import { startNeonProxy } from "../src/dev/neon-proxy.js";
+import { prepareLocalWorkerDatabase } from "../dev/local-database.js";
+import { startNeonProxy } from "../dev/neon-proxy.js";
 import { mintToken } from "../src/http/tokens.js";
 
 const DATA_DIR = process.env.DATA_DIR ?? ".data";

@@ -22,7 +22,7 @@ import { loadConfig, type Config } from "./config.js";
 import { migrate } from "./db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "./db/pg.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
-import { verifySchema } from "./db/schema-check.js";
+import { verifySchema } from "./registry/schema-check.js";
 import { createAuthenticator } from "./http/auth.js";
 import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";

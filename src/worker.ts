@@ -10,7 +10,7 @@
  *   (a `Pool` per request, ended with waitUntil).
  * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
  *   a compute waking from suspension plus a full statement timeout), then 503 `storage`.
- * - NEON_LOCAL_PROXY: development and tests only, the URL of src/dev/neon-proxy.ts.
+ * - NEON_LOCAL_PROXY: development and tests only, the URL of dev/neon-proxy.ts.
  * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads.
  * - CATALOG_CACHE (`true` by default): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
@@ -27,7 +27,7 @@ import { createApp } from "./app.js";
 import { ConfigSchema } from "./config.js";
 import type { SqlExecutor } from "./db/executor.js";
 import { RequestPools, neonHttpExecutor, type NeonTransport } from "./db/neon.js";
-import { SchemaGate } from "./db/schema-gate.js";
+import { SchemaGate } from "./registry/schema-gate.js";
 import { EdgeCatalogCache, type EdgeCache } from "./catalog/edge-cache.js";
 import { ConfirmedRevision } from "./catalog/serve.js";
 import { pointNeonAtLocalProxy } from "./dev/neon-local.js";

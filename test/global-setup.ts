@@ -10,7 +10,7 @@ import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { migrate } from "../src/db/migrate.js";
 import { withPgSession } from "../src/db/pg.js";
-import { startNeonProxy } from "../src/dev/neon-proxy.js";
+import { startNeonProxy } from "../dev/neon-proxy.js";
 import { startEmbeddedServer } from "./support/embedded-postgres.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
 

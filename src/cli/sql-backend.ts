@@ -3,7 +3,7 @@
  * directly through a small pg pool, as the API itself would call them.
  */
 import { createPgPool, pgExecutor } from "../db/pg.js";
-import { verifySchema } from "../db/schema-check.js";
+import { verifySchema } from "../registry/schema-check.js";
 import { Registry } from "../registry/registry.js";
 import type { Backend } from "./backend.js";
 

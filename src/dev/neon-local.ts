@@ -1,6 +1,6 @@
 /**
  * Client-side settings that point `@neondatabase/serverless` at the local Neon proxy
- * (src/dev/neon-proxy.ts). Runtime-neutral on purpose: the Worker imports it (for `wrangler dev`
+ * (dev/neon-proxy.ts). Runtime-neutral on purpose: the Worker imports it (for `wrangler dev`
  * and the workerd tests, via the NEON_LOCAL_PROXY binding), so it must not import Node modules.
  *
  * - `fetchEndpoint = 'http://host:port/sql'`: the driver's default is always https on an `api.`

@@ -3,7 +3,7 @@
  * is src/docs/route.ts).
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { verifySchema } from "../db/schema-check.js";
+import { verifySchema } from "../registry/schema-check.js";
 import type { AppEnv } from "../http/env.js";
 import { fromDatabaseError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";

@@ -9,7 +9,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
-import { startNeonProxy, type NeonProxy } from "../../src/dev/neon-proxy.js";
+import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { backoff, MAX_BACKOFF_MS, planNextCycle, runLeaseMaintenance, type MaintenanceCycle } from "../../src/maintenance.js";
 import { createMaintenanceTimer, jittered } from "../../src/maintenance-timer.js";
 import { RegistryError } from "../../src/registry/errors.js";

@@ -7,7 +7,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, inject } from "vitest";
 import { MigrationError, migrate, type MigrationReport } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
-import { verifySchema } from "../../src/db/schema-check.js";
+import { verifySchema } from "../../src/registry/schema-check.js";
 import { loadFunctionSet, loadMigrations } from "../../src/db/sql-files.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { connectorType } from "../support/fleet.js";

@@ -9,7 +9,7 @@ import { Pool as NeonPool, neon, neonConfig } from "@neondatabase/serverless";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { pgExecutor } from "../../src/db/pg.js";
-import { configureNeonForLocalProxy, startNeonProxy, type NeonProxy } from "../../src/dev/neon-proxy.js";
+import { configureNeonForLocalProxy, startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";

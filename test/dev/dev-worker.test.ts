@@ -14,7 +14,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DEFAULT_DEV_PORT, devReplica, devVarsText, writeDevVars } from "../../scripts/dev-worker.js";
-import { scramVerifier } from "../../src/dev/local-database.js";
+import { scramVerifier } from "../../dev/local-database.js";
 import { cleanEnv, freePort, runCli, ROOT } from "../cli/support.js";
 import { databaseUrl } from "../support/server.js";
 

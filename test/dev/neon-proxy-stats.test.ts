@@ -6,7 +6,7 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
-import { startNeonProxy, type LoggedStatement, type NeonProxy, type NeonProxyStatsSnapshot } from "../../src/dev/neon-proxy.js";
+import { startNeonProxy, type LoggedStatement, type NeonProxy, type NeonProxyStatsSnapshot } from "../../dev/neon-proxy.js";
 
 let proxy: NeonProxy;
 const target = new URL(inject("pgServer").adminUrl);

@@ -13,7 +13,7 @@ import {
   configureNeonForLocalProxy,
   startNeonProxy,
   type NeonProxy,
-} from '../../src/dev/neon-proxy.js';
+} from '../../dev/neon-proxy.js';
 
 const PG_URL = inject('pgServer').adminUrl;
 const target = new URL(PG_URL);

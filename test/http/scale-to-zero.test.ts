@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
-import { startNeonProxy, type NeonProxy } from "../../src/dev/neon-proxy.js";
+import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/node.js";
 import { RegistryError } from "../../src/registry/errors.js";

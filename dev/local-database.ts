@@ -5,8 +5,8 @@
  */
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import pg from "pg";
-import { migrate, type MigrationReport } from "../db/migrate.js";
-import { withPgSession } from "../db/pg.js";
+import { migrate, type MigrationReport } from "../src/db/migrate.js";
+import { withPgSession } from "../src/db/pg.js";
 
 export interface LocalWorkerDatabase {
   /** Owner URL, as given. */

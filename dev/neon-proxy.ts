@@ -25,7 +25,7 @@
  * `db.localtest.me`): every connection goes to `pgHost:pgPort`. User, password
  * and database are taken from the client, so different database roles work.
  *
- * CLI: `tsx src/dev/neon-proxy.ts` (env NEON_PROXY_PORT, NEON_PROXY_HOST,
+ * CLI: `tsx dev/neon-proxy.ts` (env NEON_PROXY_PORT, NEON_PROXY_HOST,
  * PGHOST, PGPORT) starts it and prints the client settings.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -35,7 +35,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { neonConfig as NeonConfigClass } from '@neondatabase/serverless';
-import { pointNeonAtLocalProxy } from './neon-local.js';
+import { pointNeonAtLocalProxy } from '../src/dev/neon-local.js';
 
 // ---------------------------------------------------------------------------
 // Public types

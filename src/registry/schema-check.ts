@@ -8,9 +8,9 @@
  * instead of failing like an unreachable database would. Only a database that cannot be asked at
  * all throws.
  */
-import { RegistryError } from "../registry/errors.js";
-import type { Registry } from "../registry/registry.js";
-import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "./schema-version.js";
+import { RegistryError } from "./errors.js";
+import type { Registry } from "./registry.js";
+import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
 
 export interface SchemaVerdict {
   ok: boolean;

@@ -7,9 +7,9 @@
  * themselves rather than share one promise: in a Worker, a promise settled by another request's
  * I/O is not safe to await once that request has ended.
  */
-import { Registry } from "../registry/registry.js";
-import { RegistryError } from "../registry/errors.js";
-import type { SqlExecutor } from "./executor.js";
+import { Registry } from "./registry.js";
+import { RegistryError } from "./errors.js";
+import type { SqlExecutor } from "../db/executor.js";
 import { verifySchema } from "./schema-check.js";
 
 export class SchemaGate {
