@@ -23,7 +23,7 @@ import { migrate } from "./db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "./db/pg.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
 import { verifySchema } from "./registry/schema-check.js";
-import { createAuthenticator } from "./http/auth.js";
+import { authenticatorFrom } from "./http/auth.js";
 import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
@@ -294,11 +294,7 @@ export async function startServer(
   }
   const { registry } = database;
 
-  const authenticator = createAuthenticator({
-    ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: secret }),
-    ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
-    ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
-  });
+  const authenticator = authenticatorFrom({ ...config, AUTH_HS256_SECRET: secret });
   // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
   // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
   const maintenance =

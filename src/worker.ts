@@ -31,7 +31,7 @@ import { SchemaGate } from "./registry/schema-gate.js";
 import { EdgeCatalogCache, type EdgeCache } from "./catalog/edge-cache.js";
 import { ConfirmedRevision } from "./catalog/serve.js";
 import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
-import { createAuthenticator, type Authenticator } from "./http/auth.js";
+import { authenticatorFrom, type Authenticator } from "./http/auth.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
 import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
 import { DEFAULT_MIN_INTERVAL_MS, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
@@ -111,11 +111,7 @@ class WorkerRuntime implements ClockHost {
     readonly config: WorkerConfig & { DATABASE_URL: string },
     clock: ClockNamespace | undefined,
   ) {
-    this.authenticator = createAuthenticator({
-      ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: config.AUTH_HS256_SECRET }),
-      ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
-      ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
-    });
+    this.authenticator = authenticatorFrom(config);
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
     const edge = (globalThis as { caches?: { default?: EdgeCache } }).caches?.default;
     this.catalogCache = config.CATALOG_CACHE && edge ? new EdgeCatalogCache(edge) : undefined;

@@ -33,6 +33,26 @@ export interface AuthConfig {
 
 export type Authenticator = (token: string) => Promise<Principal>;
 
+/** The configuration members (src/config.ts) that choose and pin the token verifier. */
+export interface AuthSettings {
+  AUTH_HS256_SECRET?: string | undefined;
+  AUTH_JWKS_URL?: string | undefined;
+  AUTH_ISSUER?: string | undefined;
+  AUTH_AUDIENCE?: string | undefined;
+}
+
+/**
+ * The authenticator the configuration asks for, the same on Node and Workers: a JWKS URL wins
+ * over a shared secret (Node passes its generated development secret as AUTH_HS256_SECRET).
+ */
+export function authenticatorFrom(config: AuthSettings): Authenticator {
+  return createAuthenticator({
+    ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: config.AUTH_HS256_SECRET }),
+    ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
+    ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
+  });
+}
+
 const ASYMMETRIC = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
 
 export function createAuthenticator(config: AuthConfig): Authenticator {
