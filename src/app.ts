@@ -18,6 +18,7 @@ import type { LeaseListener } from "./lease-events.js";
 import { registerDocsRoutes, type DocsAssets } from "./docs/route.js";
 import { problemResponse } from "./http/problem.js";
 import { fieldErrors } from "./http/validation.js";
+import { ADMIN_BODY_LIMIT_BYTES, BODY_LIMIT_BYTES } from "./limits.js";
 import { accessLog, type AccessLogSink } from "./observability/access-log.js";
 import { RegistryMetrics, type MetricsOptions } from "./observability/metrics.js";
 import { recordProblemCode } from "./observability/request-info.js";
@@ -41,9 +42,9 @@ export interface AppOptions {
   catalog?: CatalogServingOptions;
   registry: Registry;
   authenticator: Authenticator;
-  /** Body limit of data-plane requests (default 256 KiB). */
+  /** Body limit of data-plane requests (default: src/limits.ts BODY_LIMIT_BYTES, 256 KiB). */
   bodyLimitBytes?: number;
-  /** Body limit of publications (default 32 MiB: a version manifest alone may be 4 MiB). */
+  /** Body limit of publications (default: src/limits.ts ADMIN_BODY_LIMIT_BYTES, 32 MiB). */
   adminBodyLimitBytes?: number;
   /** Structured access log sink (see observability/access-log.ts); never receives tokens, bodies or paths. */
   log?: AccessLogSink;
@@ -84,12 +85,9 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const tooLarge = () => {
     throw new RegistryError("payload-too-large", "the request body exceeds the size limit");
   };
-  app.use("/v1/admin/*", bodyLimit({ maxSize: options.adminBodyLimitBytes ?? 32 * 1024 * 1024, onError: tooLarge }));
-  app.use("/v1/catalog/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
-  app.use("/v1/routes/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
-  app.use("/v1/replicas/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
-  app.use("/v1/registry/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
-  app.use("/v1/fleet/*", bodyLimit({ maxSize: options.bodyLimitBytes ?? 256 * 1024, onError: tooLarge }));
+  app.use("/v1/admin/*", bodyLimit({ maxSize: options.adminBodyLimitBytes ?? ADMIN_BODY_LIMIT_BYTES.default, onError: tooLarge }));
+  const dataBodyLimit = bodyLimit({ maxSize: options.bodyLimitBytes ?? BODY_LIMIT_BYTES.default, onError: tooLarge });
+  for (const area of ["catalog", "routes", "replicas", "registry", "fleet"]) app.use(`/v1/${area}/*`, dataBodyLimit);
   app.use("/v1/*", authenticate(options.authenticator));
 
   registerOpsRoutes(app, registry);

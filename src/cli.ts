@@ -12,6 +12,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { RegistryProblem } from "./client.js";
 import { MigrationError } from "./db/migrate.js";
+import { LEASE_EXPIRY_BATCH } from "./limits.js";
 import { RegistryError } from "./registry/errors.js";
 import { EXIT, type CommandContext, type Io } from "./cli/context.js";
 import { Annotated, FleetFileError, RegistryUnreachable, UsageError } from "./cli/errors.js";
@@ -61,7 +62,7 @@ const COMMANDS: Record<string, Command> = {
   },
   "expire-leases": {
     summary: "Expire stale replica leases now and release their routes",
-    usage: "expire-leases [--limit N] [--all] [--json] [--url URL] [--token T | --database-url URL]\n  --limit: replicas per batch (default 500, at most 10000); --all: repeat until a batch comes back short.",
+    usage: `expire-leases [--limit N] [--all] [--json] [--url URL] [--token T | --database-url URL]\n  --limit: replicas per batch (default ${LEASE_EXPIRY_BATCH.default}, at most ${LEASE_EXPIRY_BATCH.max}); --all: repeat until a batch comes back short.`,
     options: { ...HTTP, limit: { type: "string" }, all: { type: "boolean" } },
     run: async (ctx) => (await import("./cli/fleet.js")).expireLeases(ctx),
   },

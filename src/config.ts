@@ -2,6 +2,7 @@
  * Configuration from environment variables (Node) or Worker bindings: one schema for both.
  */
 import { z } from "zod";
+import * as L from "./limits.js";
 
 const flag = (fallback: boolean) =>
   z
@@ -10,6 +11,8 @@ const flag = (fallback: boolean) =>
     .transform((v) => (v === undefined ? fallback : v === "true" || v === "1"));
 const int = (fallback: number, min: number, max: number) =>
   z.coerce.number().int().min(min).max(max).optional().transform((v) => v ?? fallback);
+/** A setting bounded in src/limits.ts: refused outside its range, its default when unset. */
+const bounded = (bound: L.RangeBound) => int(bound.default, bound.min, bound.max);
 const optionalString = z
   .string()
   .optional()
@@ -40,25 +43,25 @@ export const ConfigSchema = z.object({
   ALLOW_NETWORK_BIND: flag(false),
   DATA_DIR: z.string().optional().transform((v) => v ?? ".data"),
   MIGRATE_ON_START: flag(true),
-  DB_POOL_MAX: int(16, 1, 1000),
+  DB_POOL_MAX: bounded(L.DB_POOL_MAX),
   /** 0 sends no statement_timeout (poolers refuse startup parameters: set it on the login role). */
-  DB_STATEMENT_TIMEOUT_MS: int(10_000, 0, 600_000),
+  DB_STATEMENT_TIMEOUT_MS: bounded(L.DB_STATEMENT_TIMEOUT_MS),
   /** Publications of large manifests take longer than data-plane calls. */
-  CONTROL_DB_STATEMENT_TIMEOUT_MS: int(60_000, 0, 3_600_000),
-  BODY_LIMIT_BYTES: int(256 * 1024, 1024, 64 * 1024 * 1024),
-  ADMIN_BODY_LIMIT_BYTES: int(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
-  LEASE_MAINTENANCE_INTERVAL_MS: int(1000, 0, 3_600_000),
-  LEASE_EXPIRY_BATCH: int(500, 1, 10_000),
-  LEASE_EXPIRY_MAX_BATCHES: int(8, 1, 1000),
+  CONTROL_DB_STATEMENT_TIMEOUT_MS: bounded(L.CONTROL_DB_STATEMENT_TIMEOUT_MS),
+  BODY_LIMIT_BYTES: bounded(L.BODY_LIMIT_BYTES),
+  ADMIN_BODY_LIMIT_BYTES: bounded(L.ADMIN_BODY_LIMIT_BYTES),
+  LEASE_MAINTENANCE_INTERVAL_MS: bounded(L.LEASE_MAINTENANCE_INTERVAL_MS),
+  LEASE_EXPIRY_BATCH: bounded(L.LEASE_EXPIRY_BATCH),
+  LEASE_EXPIRY_MAX_BATCHES: bounded(L.LEASE_EXPIRY_MAX_BATCHES),
   /**
    * Catalog reads (pages, single definitions, 304 validations) from a read replica: a PostgreSQL
    * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.
    */
   CATALOG_DATABASE_URL: optionalString,
   /** Bytes of catalog answers the Node server keeps in memory (0: no cache). */
-  CATALOG_CACHE_BYTES: int(64 * 1024 * 1024, 0, 4 * 1024 * 1024 * 1024),
+  CATALOG_CACHE_BYTES: bounded(L.CATALOG_CACHE_BYTES),
   /** Serve a cached catalog answer without asking the database, this long after its revision was confirmed (0: never). */
-  CATALOG_MAX_STALENESS_MS: int(0, 0, 3_600_000),
+  CATALOG_MAX_STALENESS_MS: bounded(L.CATALOG_MAX_STALENESS_MS),
   /**
    * Confirm concurrent warm catalog hits with one shared revision check (src/catalog/serve.ts):
    * far fewer statements under load, but a request whose check finds a newer revision sends a

@@ -10,20 +10,21 @@
  * one from the cycle's `next_deadline`; with no live lease there is no next cycle at all, so an
  * idle deployment sends the database nothing.
  */
+import { LEASE_EXPIRY_BATCH, LEASE_EXPIRY_MAX_BATCHES, LEASE_MAINTENANCE_INTERVAL_MS } from "./limits.js";
 import type { Registry } from "./registry/registry.js";
 
 export interface MaintenanceBounds {
-  /** Replicas per aip_expire_leases call, 1..10000. */
+  /** Replicas per aip_expire_leases call, within LEASE_EXPIRY_BATCH (src/limits.ts). */
   batchSize: number;
   /** Calls per cycle, at least 1. */
   maxBatches: number;
 }
 
 /** The reference daemon's bounds: up to 8 batches of 500 per cycle. */
-export const DEFAULT_MAINTENANCE: MaintenanceBounds = { batchSize: 500, maxBatches: 8 };
+export const DEFAULT_MAINTENANCE: MaintenanceBounds = { batchSize: LEASE_EXPIRY_BATCH.default, maxBatches: LEASE_EXPIRY_MAX_BATCHES.default };
 
 /** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS) unless configured. */
-export const DEFAULT_MIN_INTERVAL_MS = 1000;
+export const DEFAULT_MIN_INTERVAL_MS = LEASE_MAINTENANCE_INTERVAL_MS.default;
 
 /** The longest pause while a backlog stays stuck or the database fails. */
 export const MAX_BACKOFF_MS = 30_000;
@@ -38,7 +39,9 @@ export interface MaintenanceCycle {
 
 export async function runLeaseMaintenance(registry: Registry, bounds: MaintenanceBounds = DEFAULT_MAINTENANCE): Promise<MaintenanceCycle> {
   const { batchSize, maxBatches } = bounds;
-  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) throw new RangeError("batchSize must be an integer in [1, 10000]");
+  if (!Number.isInteger(batchSize) || batchSize < LEASE_EXPIRY_BATCH.min || batchSize > LEASE_EXPIRY_BATCH.max) {
+    throw new RangeError(`batchSize must be an integer in [${LEASE_EXPIRY_BATCH.min}, ${LEASE_EXPIRY_BATCH.max}]`);
+  }
   if (!Number.isInteger(maxBatches) || maxBatches < 1) throw new RangeError("maxBatches must be a positive integer");
   const cycle: MaintenanceCycle = { expired: 0, released: 0, batches: 0, next_deadline: null };
   while (cycle.batches < maxBatches) {

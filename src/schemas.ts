@@ -6,6 +6,7 @@
  * 400s before a round trip and to document the API.
  */
 import { z } from "@hono/zod-openapi";
+import { CATALOG_PAGE, CATALOG_PAGE_BYTES, clampPage, LEASE_TTL_MS, PUBLICATION_CHANGES, type PageBound } from "./limits.js";
 
 // Strings ---------------------------------------------------------------------------------------
 // NUL cannot be stored, and an unpaired surrogate would be replaced by U+FFFD on its way to the
@@ -17,6 +18,17 @@ const noControl = (s: string) => !/[\u0000]|\p{Cs}/u.test(s);
  * "expected number, received NaN").
  */
 export const QueryInteger = () => z.coerce.number({ error: "must be an integer" }).int({ error: "must be an integer" });
+
+/**
+ * A page size query parameter (src/limits.ts): clamped to [1, max], never refused for its value
+ * (the SQL function clamps it again). Absent stays absent: the function's default applies, and
+ * the catalog's cache keys and ETags name exactly what was asked.
+ */
+export const PageSize = (page: PageBound, description: string) =>
+  QueryInteger()
+    .transform((value) => clampPage(value, page))
+    .optional()
+    .openapi({ description: `${description}, clamped to [1, ${page.max}]; default ${page.default}.` });
 
 /** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
 export const Id = (max = 256) =>
@@ -257,11 +269,12 @@ export const CatalogQuery = z.object({
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
   cursor: z.string().max(1100).refine(noControl, "must not contain NUL or an unpaired surrogate").optional().openapi({ description: "`next_cursor` of the previous page." }),
-  limit: QueryInteger().optional().openapi({ description: "Items per page, clamped to [1, 200]; default 100." }),
+  limit: PageSize(CATALOG_PAGE, "Items per page"),
   max_bytes: QueryInteger()
     .min(1)
+    .transform((value) => clampPage(value, CATALOG_PAGE_BYTES))
     .optional()
-    .openapi({ description: "Page byte budget (canonical JSON of the definitions); at most 4 MiB, the default. Smaller than the next definition: 400." }),
+    .openapi({ description: `Page byte budget (canonical JSON of the definitions); at most ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB, the default (larger asks get the maximum). Smaller than the next definition: 400.` }),
 });
 
 // Replica lifecycle -----------------------------------------------------------------------------
@@ -281,10 +294,10 @@ export const LifecycleRequest = z
     lease_ttl_ms: z
       .number()
       .int()
-      .min(1000)
-      .max(300000)
+      .min(LEASE_TTL_MS.min)
+      .max(LEASE_TTL_MS.max)
       .optional()
-      .openapi({ description: "Lease length, counted from the database clock; default 30000. Ignored by offline." }),
+      .openapi({ description: `Lease length, counted from the database clock; default ${LEASE_TTL_MS.default}. Ignored by offline.` }),
   })
   .strict()
   .openapi("LifecycleRequest", { example: { request_id: "msg_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", previous_sequence: 3, lease_ttl_ms: 30000 } });
@@ -464,7 +477,7 @@ export const Change = z
 export type Change = z.infer<typeof Change>;
 
 export const PublicationRequest = z
-  .object({ changes: z.array(Change).min(1).max(10000) })
+  .object({ changes: z.array(Change).min(PUBLICATION_CHANGES.min).max(PUBLICATION_CHANGES.max) })
   .strict()
   .openapi("PublicationRequest", {
     example: {

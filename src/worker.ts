@@ -35,6 +35,7 @@ import { authenticatorFrom, type Authenticator } from "./http/auth.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
 import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
 import { DEFAULT_MIN_INTERVAL_MS, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
+import { NEON_HTTP_TIMEOUT_MS } from "./limits.js";
 import { jsonLines } from "./observability/access-log.js";
 import { PROBLEM_TITLES } from "./registry/errors.js";
 import { Registry } from "./registry/registry.js";
@@ -84,7 +85,7 @@ const WorkerConfigSchema = ConfigSchema.pick({
 })
   .extend({
     NEON_TRANSPORT: z.enum(["http", "websocket"]).optional().transform((v): NeonTransport => v ?? "http"),
-    NEON_HTTP_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).optional().transform((v) => v ?? 15_000),
+    NEON_HTTP_TIMEOUT_MS: z.coerce.number().int().min(NEON_HTTP_TIMEOUT_MS.min).max(NEON_HTTP_TIMEOUT_MS.max).optional().transform((v) => v ?? NEON_HTTP_TIMEOUT_MS.default),
     NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
     CATALOG_CACHE: z.enum(["true", "false"]).optional().transform((v) => v !== "false"),
   })

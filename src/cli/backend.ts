@@ -18,6 +18,7 @@ import {
   type PublicationResult,
   type Readiness,
 } from "../client.js";
+import { BINDINGS_PAGE } from "../limits.js";
 import type { RecordKind } from "../registry/registry.js";
 import type { Change as ChangeRecord } from "../schemas.js";
 import { RegistryUnreachable } from "./errors.js";
@@ -65,7 +66,7 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
       const all: Record<string, unknown>[] = [];
       let cursor: string | undefined;
       do {
-        const page = await client.adminBindings(tenantId, { limit: 1000, ...(cursor ? { cursor } : {}) });
+        const page = await client.adminBindings(tenantId, { limit: BINDINGS_PAGE.max, ...(cursor ? { cursor } : {}) });
         all.push(...page.bindings);
         cursor = page.next_cursor ?? undefined;
       } while (cursor);

@@ -3,6 +3,7 @@
  * checker and fleet warnings; non-zero when something is wrong) and `expire-leases`.
  */
 import type { FleetRegion, FleetStatus } from "../client.js";
+import { LEASE_EXPIRY_BATCH, type RangeBound } from "../limits.js";
 import { EXIT, UsageError, str, withBackend, type CommandContext } from "./context.js";
 import { percent, table } from "./table.js";
 
@@ -94,15 +95,16 @@ export async function doctor(ctx: CommandContext): Promise<number> {
   });
 }
 
-function positiveInt(value: string | undefined, name: string, fallback: number, max: number): number {
-  if (value === undefined) return fallback;
+/** An integer option refused outside its bound (src/limits.ts), as the API refuses it. */
+function boundedInt(value: string | undefined, name: string, bound: RangeBound): number {
+  if (value === undefined) return bound.default;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new UsageError(`--${name} must be an integer from 1 to ${max}`);
+  if (!Number.isInteger(n) || n < bound.min || n > bound.max) throw new UsageError(`--${name} must be an integer from ${bound.min} to ${bound.max}`);
   return n;
 }
 
 export async function expireLeases(ctx: CommandContext): Promise<number> {
-  const limit = positiveInt(str(ctx.values, "limit"), "limit", 500, 10_000);
+  const limit = boundedInt(str(ctx.values, "limit"), "limit", LEASE_EXPIRY_BATCH);
   const all = ctx.values.all === true;
   return withBackend(ctx, ["registry:admin"], async (backend) => {
     let expired = 0;

@@ -3,6 +3,7 @@
  * directly through a small pg pool, as the API itself would call them.
  */
 import { createPgPool, pgExecutor } from "../db/pg.js";
+import { BINDINGS_PAGE } from "../limits.js";
 import { verifySchema } from "../registry/schema-check.js";
 import { Registry } from "../registry/registry.js";
 import type { Backend } from "./backend.js";
@@ -34,7 +35,7 @@ export function sqlBackend(databaseUrl: string): Backend {
       const all: Record<string, unknown>[] = [];
       let cursor: string | undefined;
       do {
-        const page = await registry.adminBindings(tenantId, cursor, 1000);
+        const page = await registry.adminBindings(tenantId, cursor, BINDINGS_PAGE.max);
         all.push(...page.bindings);
         cursor = page.next_cursor ?? undefined;
       } while (cursor);

@@ -3,6 +3,7 @@
  * session for migrations.
  */
 import pg from "pg";
+import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS } from "../limits.js";
 import type { SqlExecutor } from "./executor.js";
 import type { MigrationSession } from "./migrate.js";
 
@@ -19,10 +20,11 @@ export interface PgPoolOptions {
 }
 
 export function createPgPool(connectionString: string, options: PgPoolOptions = {}): pg.Pool {
+  const statementTimeoutMs = options.statementTimeoutMs ?? DB_STATEMENT_TIMEOUT_MS.default;
   const pool = new pg.Pool({
     connectionString,
-    max: options.max ?? 16,
-    ...((options.statementTimeoutMs ?? 10_000) > 0 ? { statement_timeout: options.statementTimeoutMs ?? 10_000 } : {}),
+    max: options.max ?? DB_POOL_MAX.default,
+    ...(statementTimeoutMs > 0 ? { statement_timeout: statementTimeoutMs } : {}),
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? "aip-registry",

@@ -6,6 +6,7 @@
  * process has no control executor, and its control methods fail with `forbidden`.
  */
 import type { SqlExecutor } from "../db/executor.js";
+import { REGIONS_PAGE } from "../limits.js";
 import type {
   CatalogPage,
   Change,
@@ -199,7 +200,7 @@ export class Registry {
     return this.data("aip_fleet_status()", []);
   }
 
-  fleetRegions(limit = 256): Promise<FleetRegions> {
+  fleetRegions(limit = REGIONS_PAGE.default): Promise<FleetRegions> {
     return this.data("aip_fleet_regions($1::integer)", [limit]);
   }
 

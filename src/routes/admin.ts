@@ -6,8 +6,9 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
+import { BINDINGS_PAGE } from "../limits.js";
 import type { RecordKind, Registry } from "../registry/registry.js";
-import { CatalogPage, CatalogQuery, Id, InvariantReport, PublicationRequest, PublicationResult, QueryInteger } from "../schemas.js";
+import { CatalogPage, CatalogQuery, Id, InvariantReport, PageSize, PublicationRequest, PublicationResult } from "../schemas.js";
 import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
 
 const KINDS = {
@@ -58,10 +59,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
         query: z.object({
           tenant_id: Id(),
           cursor: z.string().max(2048).optional().openapi({ description: "`next_cursor` of the previous page." }),
-          limit: QueryInteger()
-            .optional()
-            .transform((limit) => (limit === undefined ? undefined : Math.min(Math.max(limit, 1), 1000)))
-            .openapi({ description: "Clamped to [1, 1000]; default 100." }),
+          limit: PageSize(BINDINGS_PAGE, "Bindings per page"),
         }),
       },
       responses: {

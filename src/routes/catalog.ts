@@ -14,6 +14,7 @@ import type { Context } from "hono";
 import type { CatalogOutcome, CatalogServer, Defer } from "../catalog/serve.js";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
+import { CATALOG_PAGE, CATALOG_PAGE_BYTES } from "../limits.js";
 import { RegistryError } from "../registry/errors.js";
 import { CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
 import { bearer, json, pathId, problems } from "./common.js";
@@ -57,8 +58,8 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
       tags: ["catalog"],
       summary: "A page of the capabilities the token's tenant may call",
       description:
-        "Ordered by capability ID, bounded by item count (`limit`, default 100, clamped to [1, 200]) and by the summed " +
-        "canonical size of the definitions (`page_bytes` at most `max_bytes`, default and maximum 4 MiB), all read at one " +
+        `Ordered by capability ID, bounded by item count (\`limit\`, default ${CATALOG_PAGE.default}, clamped to [1, ${CATALOG_PAGE.max}]) and by the summed ` +
+        `canonical size of the definitions (\`page_bytes\` at most \`max_bytes\`, default and maximum ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB), all read at one ` +
         "catalog revision; `total` counts every match at that revision. Pass `next_cursor` back as `cursor` with the same " +
         "filters; after a publication the cursor is stale (409 `stale-cursor`): restart from the first page. Replica " +
         "heartbeats, leases and capacity never change the revision. `If-None-Match` with the ETag answers 304 while the " +

@@ -5,8 +5,9 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { announceLease, type LeaseListener } from "../lease-events.js";
+import { LEASE_EXPIRY_BATCH, REGIONS_PAGE } from "../limits.js";
 import type { Registry } from "../registry/registry.js";
-import { FleetRegions, FleetStatus, LeaseExpiryResult, QueryInteger } from "../schemas.js";
+import { FleetRegions, FleetStatus, LeaseExpiryResult, PageSize, QueryInteger } from "../schemas.js";
 import { bearer, json, problems } from "./common.js";
 
 export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, onLease?: LeaseListener): void {
@@ -33,10 +34,10 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       summary: "The fleet status per topology region (no identifiers)",
       security: bearer,
       middleware: [requireScope("fleet:read", "registry:admin")],
-      request: { query: z.object({ limit: QueryInteger().min(1).max(1000).optional() }) },
+      request: { query: z.object({ limit: PageSize(REGIONS_PAGE, "Regions per answer") }) },
       responses: { 200: json(FleetRegions, "Replica counts, capacity and circuits per region"), ...problems() },
     }),
-    async (c) => c.json(await registry.fleetRegions(c.req.valid("query").limit ?? 256), 200),
+    async (c) => c.json(await registry.fleetRegions(c.req.valid("query").limit), 200),
   );
 
   app.openapi(
@@ -47,18 +48,18 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       tags: ["fleet"],
       summary: "Expire a bounded batch of stale replica leases now",
       description:
-        "Marks up to `limit` (default 500, at most 10000) replicas whose lease ended offline, earliest lease first, and settles " +
+        `Marks up to \`limit\` (default ${LEASE_EXPIRY_BATCH.default}, at most ${LEASE_EXPIRY_BATCH.max}) replicas whose lease ended offline, earliest lease first, and settles ` +
         "their reserved routes as lease_expired, releasing capacity. Destinations recorded in routes are never rewritten and no " +
         "endpoint is contacted. Concurrent calls take disjoint batches. Routing already ignores an ended lease, so this only " +
         "returns capacity; the Node server's timer and the Worker's LeaseClock alarm run it on their own at lease deadlines. " +
         "`next_deadline` also re-arms them: a cycle is then due no later than that time.",
       security: bearer,
       middleware: [requireScope("registry:admin")],
-      request: { query: z.object({ limit: QueryInteger().min(1).max(10000).optional() }) },
+      request: { query: z.object({ limit: QueryInteger().min(LEASE_EXPIRY_BATCH.min).max(LEASE_EXPIRY_BATCH.max).optional() }) },
       responses: { 200: json(LeaseExpiryResult, "How many replicas expired and routes were released"), ...problems() },
     }),
     async (c) => {
-      const result = await registry.expireLeases(c.req.valid("query").limit ?? 500);
+      const result = await registry.expireLeases(c.req.valid("query").limit ?? LEASE_EXPIRY_BATCH.default);
       if (result.next_deadline !== null) announceLease(c, onLease, { source: "expiry", expires_at: result.next_deadline });
       return c.json(result, 200);
     },

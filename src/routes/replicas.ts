@@ -10,6 +10,7 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { BearerRefusal } from "../http/problem.js";
 import { announceLease, type LeaseListener } from "../lease-events.js";
+import { LEASE_TTL_MS } from "../limits.js";
 import type { LifecycleResult, Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";
 import { bearer, bodyProblems, json, jsonBody, pathId } from "./common.js";
@@ -28,7 +29,7 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
         "`heartbeat` (extends a live lease, keeps `ready` or `draining`), `drain` (no new routes; pinned retries still " +
         "served while the lease lasts), `offline` (ends the lease; reserved routes are settled as lease_expired). " +
         "`heartbeat`, `drain` and `offline` need `previous_sequence`; a stale one is a 409 carrying the current `sequence`. " +
-        "Every transition advances the sequence by one; leases (`lease_ttl_ms`, 1000 to 300000, default 30000) run on the " +
+        `Every transition advances the sequence by one; leases (\`lease_ttl_ms\`, ${LEASE_TTL_MS.min} to ${LEASE_TTL_MS.max}, default ${LEASE_TTL_MS.default}) run on the ` +
         "database clock; the catalog revision never moves. Replaying the last `request_id` with the same payload returns " +
         "the same answer and changes nothing; with another payload it is a 409. A host token (`replicas:write`) must carry " +
         "`peer_principal_id` and reaches only the replicas provisioned for that principal (others are 404); an operator " +

@@ -59,6 +59,29 @@ describe("GET /v1/fleet/status", () => {
   });
 });
 
+describe("GET /v1/fleet/regions", () => {
+  // A page size: clamped to [1, 1000] like every page size (docs/reliability.md, "Limits and
+  // defaults"); until issue 16 a limit outside that range was a 400.
+  it("clamps `limit` to [1, 1000] and refuses only a non-integer", async () => {
+    const token = await api.token({ scopes: ["fleet:read"] });
+    const regions = async (query: string) => {
+      const response = await api.call("GET", `/v1/fleet/regions${query}`, { token });
+      expect(response.status).toBe(200);
+      return ((await response.json()) as { regions: { region: string }[] }).regions.map((r) => r.region);
+    };
+    const all = await regions("");
+    expect(all.length).toBeGreaterThan(0);
+    expect(await regions("?limit=0")).toEqual(all.slice(0, 1));
+    expect(await regions("?limit=-5")).toEqual(all.slice(0, 1));
+    for (const limit of ["1000", "10000", "99999999999"]) expect(await regions(`?limit=${limit}`)).toEqual(all);
+    for (const limit of ["2.5", "many"]) {
+      const response = await api.call("GET", `/v1/fleet/regions?limit=${limit}`, { token });
+      expect(response.status).toBe(400);
+      expect(await response.json()).toMatchObject({ code: "invalid", errors: [expect.objectContaining({ field: "limit" })] });
+    }
+  });
+});
+
 describe("POST /v1/fleet/lease-expiry", () => {
   it("needs registry:admin; fleet:read is not enough", async () => {
     expect((await api.call("POST", "/v1/fleet/lease-expiry")).status).toBe(401);
