@@ -36,53 +36,17 @@ export type InvariantReport = z.infer<typeof S.InvariantReport>;
 export type VersionIdentity = z.infer<typeof S.VersionIdentity>;
 export type InstanceIdentity = z.infer<typeof S.InstanceIdentity>;
 export type ReplicaIdentity = z.infer<typeof S.ReplicaIdentity>;
-export type AdminRecordKind = "connector-types" | "versions" | "instances" | "replicas" | "admission-policies";
-export type RouteOutcome = "created" | "existing" | "reacquired";
-
-/** Per-region fleet counts (GET /v1/fleet/regions). */
-export interface FleetRegion {
-  region: string;
-  replicas: number;
-  ready: number;
-  draining: number;
-  offline: number;
-  expired: number;
-  open_circuits: number;
-  ready_capacity: number;
-  active_assignments: number;
-}
-
-export interface FleetRegions {
-  regions: FleetRegion[];
-  observed_at: string;
-}
-
-export interface Readiness {
-  status: "ready" | "not_ready";
-  reason?: string;
-  schema_version: number | null;
-  functions_checksum: string | null;
-  catalog_revision: number | null;
-}
-
-export interface ResolvedRoute {
-  /** From `AIP-Route-Outcome`: a new route, the existing one, or the existing one re-reserved. */
-  outcome: RouteOutcome;
-  assignment: RouteAssignment;
-}
-
-export interface RouteRead {
-  assignment: RouteAssignment;
-  /** From `AIP-Route-Reserved`: whether the route still holds its capacity reservation. */
-  reserved: boolean;
-  last_settlement: SettlementOutcome | null;
-}
-
-export interface BindingsPage {
-  tenant_id: string;
-  bindings: Record<string, unknown>[];
-  next_cursor: string | null;
-}
+export type FleetRegion = z.infer<typeof S.FleetRegion>;
+export type FleetRegions = z.infer<typeof S.FleetRegions>;
+export type Readiness = z.infer<typeof S.Readiness>;
+export type AdminRecordKind = z.infer<typeof S.AdminRecordKind>;
+export type BindingsPage = z.infer<typeof S.BindingsPage>;
+/** `AIP-Route-Outcome`: a new route, the existing one, or the existing one re-reserved. */
+export type RouteOutcome = z.infer<typeof S.ResolveOutcome>;
+/** A resolve's answer: the body, and the outcome from `AIP-Route-Outcome`. */
+export type ResolvedRoute = z.infer<typeof S.ResolveResult>;
+/** A route read: the body, `reserved` from `AIP-Route-Reserved` and the last settlement from `AIP-Last-Settlement`. */
+export type RouteRead = Omit<z.infer<typeof S.RouteState>, "settled_at">;
 
 // Errors ----------------------------------------------------------------------------------------
 /** A problem+json answer of the registry. */

@@ -6,7 +6,8 @@
  * 400s before a round trip and to document the API.
  */
 import { z } from "@hono/zod-openapi";
-import { CATALOG_PAGE, CATALOG_PAGE_BYTES, clampPage, LEASE_TTL_MS, PUBLICATION_CHANGES, type PageBound } from "./limits.js";
+import { BINDINGS_PAGE, CATALOG_PAGE, CATALOG_PAGE_BYTES, clampPage, LEASE_TTL_MS, PUBLICATION_CHANGES, REGIONS_PAGE, type PageBound } from "./limits.js";
+import { KIND_NAMES, PATH_NAMES } from "./record-kinds.js";
 
 // Strings ---------------------------------------------------------------------------------------
 // NUL cannot be stored, and an unpaired surrogate would be replaced by U+FFFD on its way to the
@@ -234,6 +235,24 @@ export const SettlementRequest = z
 export const SettlementResult = z
   .object({ action_id: z.string(), released: z.boolean(), last_settlement: SettlementOutcome.nullable() })
   .openapi("SettlementResult", { example: { action_id: ROUTE_EXAMPLE.action_id, released: true, last_settlement: "completed" } });
+export type SettlementResult = z.infer<typeof SettlementResult>;
+
+/** How a resolve found its route: new, still reserved, or re-reserved after settlement (`AIP-Route-Outcome`). */
+export const ResolveOutcome = z.enum(["created", "existing", "reacquired"]);
+export type ResolveOutcome = z.infer<typeof ResolveOutcome>;
+
+/** aip_resolve_route's answer; on the wire the assignment is the body and the outcome a header and the status. */
+export const ResolveResult = z.object({ outcome: ResolveOutcome, assignment: RouteAssignment });
+export type ResolveResult = z.infer<typeof ResolveResult>;
+
+/** aip_get_route's answer; on the wire the assignment is the body, `reserved` and `last_settlement` headers. */
+export const RouteState = z.object({
+  assignment: RouteAssignment,
+  reserved: z.boolean(),
+  last_settlement: SettlementOutcome.nullable(),
+  settled_at: Timestamp.nullable(),
+});
+export type RouteState = z.infer<typeof RouteState>;
 
 // Catalog ---------------------------------------------------------------------------------------
 export const CapabilityDefinition = z
@@ -258,6 +277,16 @@ export type CatalogPage = z.infer<typeof CatalogPage>;
 export const CatalogEntry = z
   .object({ catalog_revision: Revision, definition: CapabilityDefinition })
   .openapi("CatalogEntry");
+export type CatalogEntry = z.infer<typeof CatalogEntry>;
+
+/**
+ * A catalog read as aip_catalog_page / aip_catalog_get answer it: the revision it was read at and
+ * the JSON text of the page (or of the CatalogEntry), which the serving layer forwards or caches
+ * without parsing. `not_modified`: the caller's validator is current (a 304), and `text` is null;
+ * `text` is null too for a definition the tenant may not see.
+ */
+export const CatalogText = z.object({ catalog_revision: Revision, text: z.string().nullable(), not_modified: z.boolean() });
+export type CatalogText = z.infer<typeof CatalogText>;
 
 export const CatalogQuery = z.object({
   q: z
@@ -644,6 +673,8 @@ export const FleetRegions = z
   });
 export type FleetRegions = z.infer<typeof FleetRegions>;
 
+export type FleetRegion = z.infer<typeof FleetRegion>;
+
 export const LeaseExpiryResult = z
   .object({
     expired: Count.openapi({ description: "Replicas marked offline; fewer than `limit` means the backlog is drained." }),
@@ -653,6 +684,7 @@ export const LeaseExpiryResult = z
     }),
   })
   .openapi("LeaseExpiryResult");
+export type LeaseExpiryResult = z.infer<typeof LeaseExpiryResult>;
 
 export const InvariantReport = z
   .object({
@@ -662,6 +694,33 @@ export const InvariantReport = z
   })
   .openapi("InvariantReport");
 export type InvariantReport = z.infer<typeof InvariantReport>;
+
+// Administrative reads ----------------------------------------------------------------------------
+/** Record kinds as the SQL functions name them, and as admin paths do (src/record-kinds.ts). */
+export const RecordKind = z.enum(KIND_NAMES);
+export type RecordKind = z.infer<typeof RecordKind>;
+export const AdminRecordKind = z.enum(PATH_NAMES);
+export type AdminRecordKind = z.infer<typeof AdminRecordKind>;
+
+export const BindingsPage = z.object({
+  tenant_id: z.string(),
+  bindings: z.array(z.record(z.string(), z.unknown())),
+  next_cursor: z.string().nullable(),
+});
+export type BindingsPage = z.infer<typeof BindingsPage>;
+
+// Operations ------------------------------------------------------------------------------------
+export const Readiness = z
+  .object({
+    status: z.enum(["ready", "not_ready"]),
+    reason: z.string().optional(),
+    schema_version: z.number().int().nullable(),
+    functions_checksum: z.string().nullable(),
+    catalog_revision: z.number().int().nullable(),
+    statement_timeout: z.string().nullable().optional().openapi({ description: "The data role's statement_timeout; \"0\" means statements are unbounded: set it on the login role." }),
+  })
+  .openapi("Readiness");
+export type Readiness = z.infer<typeof Readiness>;
 
 export const SchemaStatus = z.object({
   schema_version: z.number().int().nullable(),

@@ -20,17 +20,8 @@
  * request>"`, `If-None-Match` with it (or `*`) is answered 304 in the same single statement, and
  * responses say `Cache-Control: private, no-cache` (see src/routes/catalog.ts).
  */
-import { ANY_REVISION, type CatalogText, type Registry } from "../registry/registry.js";
+import { ANY_REVISION, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
 import type { CatalogCache } from "./cache.js";
-
-export interface CatalogQueryInput {
-  q?: string;
-  capability_id?: string;
-  profile?: string;
-  cursor?: string;
-  limit?: number;
-  max_bytes?: number;
-}
 
 export interface CatalogServingOptions {
   /** Where answers are kept; none: every request builds its answer. */
@@ -58,7 +49,7 @@ export type CatalogOutcome =
   | { status: 404; revision: number; cache: CacheOutcome };
 
 /** The exact cache key of a page request: the tenant and every query member, unambiguously. */
-export function pageKey(tenantId: string | null, query: CatalogQueryInput): string {
+export function pageKey(tenantId: string | null, query: CatalogQuery): string {
   return JSON.stringify(["page", tenantId, query.q ?? null, query.capability_id ?? null, query.profile ?? null, query.limit ?? null, query.max_bytes ?? null, query.cursor ?? null]);
 }
 
@@ -188,7 +179,7 @@ export class CatalogServer {
    * `defer` runs the cache write after the response where the platform needs to be told (a
    * Worker's waitUntil); without it the write runs unawaited.
    */
-  page(tenantId: string | null, query: CatalogQueryInput, ifNoneMatch?: string, defer?: Defer): Promise<CatalogOutcome> {
+  page(tenantId: string | null, query: CatalogQuery, ifNoneMatch?: string, defer?: Defer): Promise<CatalogOutcome> {
     return this.serve(pageKey(tenantId, query), ifNoneMatch, cursorRevision(query.cursor), defer, (ifRevision) =>
       this.registry.catalogPageText(tenantId, query, ifRevision),
     );

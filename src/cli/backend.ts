@@ -10,7 +10,6 @@
 import {
   RegistryClient,
   RegistryProblem,
-  type AdminRecordKind,
   type Change,
   type FleetRegion,
   type FleetStatus,
@@ -19,8 +18,8 @@ import {
   type Readiness,
 } from "../client.js";
 import { BINDINGS_PAGE } from "../limits.js";
-import type { RecordKind } from "../registry/registry.js";
-import type { Change as ChangeRecord } from "../schemas.js";
+import { RECORD_KINDS } from "../record-kinds.js";
+import type { Change as ChangeRecord, RecordKind } from "../schemas.js";
 import { RegistryUnreachable } from "./errors.js";
 
 export interface Backend {
@@ -39,14 +38,6 @@ export interface Backend {
   close(): Promise<void>;
 }
 
-const PLURAL: Record<RecordKind, AdminRecordKind> = {
-  connector_type: "connector-types",
-  version: "versions",
-  instance: "instances",
-  replica: "replicas",
-  admission_policy: "admission-policies",
-};
-
 export function httpBackend(options: { url: string; token: string | (() => Promise<string>); timeoutMs: number }): Backend {
   const client = new RegistryClient({
     baseUrl: options.url,
@@ -61,7 +52,7 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
     target: options.url,
     readiness: () => client.readiness(),
     publish: (changes, dryRun) => client.publish(changes as Change[], { dryRun }),
-    adminGet: (kind, id) => client.adminGet(PLURAL[kind], id),
+    adminGet: (kind, id) => client.adminGet(RECORD_KINDS[kind], id),
     async bindings(tenantId) {
       const all: Record<string, unknown>[] = [];
       let cursor: string | undefined;

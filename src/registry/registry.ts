@@ -5,76 +5,36 @@
  * lifecycle, the registry reader, fleet) and `control` (publication and administrative reads). A data-plane-only
  * process has no control executor, and its control methods fail with `forbidden`.
  */
+import type { z } from "@hono/zod-openapi";
 import type { SqlExecutor } from "../db/executor.js";
 import { REGIONS_PAGE } from "../limits.js";
+import type * as S from "../schemas.js";
 import type {
+  BindingsPage,
   CatalogPage,
+  CatalogText,
   Change,
   FleetRegions,
   FleetStatus,
   InvariantReport,
+  LeaseExpiryResult,
   LifecycleOperation,
   PublicationResult,
-  RouteAssignment,
+  RecordKind,
+  ResolveResult,
+  RouteState,
   SchemaStatus,
   SettlementOutcome,
+  SettlementResult,
 } from "../schemas.js";
 import { RegistryError, fromDatabaseError } from "./errors.js";
 
-export interface CatalogQuery {
-  q?: string;
-  capability_id?: string;
-  profile?: string;
-  cursor?: string;
-  limit?: number;
-  max_bytes?: number;
-}
-
-export interface TopologyPreference {
-  region?: string;
-  zone?: string;
-  capacity_class?: string;
-  allow_cross_region?: boolean;
-}
-
-export interface ResolveResult {
-  outcome: "created" | "existing" | "reacquired";
-  assignment: RouteAssignment;
-}
-
-export interface RouteState {
-  assignment: RouteAssignment;
-  reserved: boolean;
-  last_settlement: SettlementOutcome | null;
-  settled_at: string | null;
-}
-
-export interface LifecycleRequest {
-  request_id: string;
-  previous_sequence?: number;
-  lease_ttl_ms?: number;
-}
-
-export interface LifecycleResult {
-  replica_id: string;
-  status: "ready" | "draining" | "offline";
-  sequence: number;
-  lease_expires_at: string | null;
-}
-
-export type RecordKind = "connector_type" | "version" | "instance" | "replica" | "admission_policy";
-
-/**
- * A catalog answer as the database wrote it: the revision it was read at and the JSON text of the
- * page (or definition), which the serving layer forwards or caches without parsing. `text` is
- * null when the caller's validator is current ("not modified"), or, for a single definition, when
- * it is not visible.
- */
-export interface CatalogText {
-  catalog_revision: number;
-  text: string | null;
-  not_modified: boolean;
-}
+// What the functions take: the request schemas' validated output (src/schemas.ts).
+export type CatalogQuery = z.output<typeof S.CatalogQuery>;
+export type TopologyPreference = z.output<typeof S.TopologyPreference>;
+export type LifecycleRequest = z.output<typeof S.LifecycleRequest>;
+export type LifecycleResult = z.infer<typeof S.LifecycleResponse>;
+export type { CatalogText, RecordKind, ResolveResult, RouteState };
 
 /** `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`. */
 export const ANY_REVISION = -1;
@@ -112,7 +72,7 @@ export class Registry {
     return this.control("aip_admin_get($1::text, $2::text)", [kind, id]);
   }
 
-  adminBindings(tenantId: string, cursor?: string, limit?: number): Promise<{ tenant_id: string; bindings: Record<string, unknown>[]; next_cursor: string | null }> {
+  adminBindings(tenantId: string, cursor?: string, limit?: number): Promise<BindingsPage> {
     return this.control("aip_admin_bindings($1::text, $2::text, $3::integer)", [tenantId, cursor ?? null, limit ?? null]);
   }
 
@@ -169,7 +129,7 @@ export class Registry {
     return this.data("aip_get_route($1::text, $2::text)", [actionId, tenantId]);
   }
 
-  settleRoute(actionId: string, tenantId: string, assignment: unknown, outcome: SettlementOutcome): Promise<{ action_id: string; released: boolean; last_settlement: SettlementOutcome | null }> {
+  settleRoute(actionId: string, tenantId: string, assignment: unknown, outcome: SettlementOutcome): Promise<SettlementResult> {
     return this.data("aip_settle_route($1::text, $2::text, $3::jsonb, $4::text)", [actionId, tenantId, json(assignment), outcome]);
   }
 
@@ -192,7 +152,7 @@ export class Registry {
   }
 
   /** `next_deadline`: the earliest lease end among replicas not yet offline (past: a backlog remains), null when none is live. */
-  expireLeases(limit: number): Promise<{ expired: number; released: number; next_deadline: string | null }> {
+  expireLeases(limit: number): Promise<LeaseExpiryResult> {
     return this.data("aip_expire_leases($1::integer)", [limit]);
   }
 

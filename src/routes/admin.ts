@@ -7,17 +7,10 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import { BINDINGS_PAGE } from "../limits.js";
-import type { RecordKind, Registry } from "../registry/registry.js";
-import { CatalogPage, CatalogQuery, Id, InvariantReport, PageSize, PublicationRequest, PublicationResult } from "../schemas.js";
+import { ADMIN_RECORD_KINDS } from "../record-kinds.js";
+import type { Registry } from "../registry/registry.js";
+import { AdminRecordKind, BindingsPage, CatalogPage, CatalogQuery, Id, InvariantReport, PageSize, PublicationRequest, PublicationResult } from "../schemas.js";
 import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
-
-const KINDS = {
-  "connector-types": "connector_type",
-  versions: "version",
-  instances: "instance",
-  replicas: "replica",
-  "admission-policies": "admission_policy",
-} as const satisfies Record<string, RecordKind>;
 
 const Flag = z.enum(["true", "false"]).transform((v) => v === "true");
 const AnyRecord = z.record(z.string(), z.unknown());
@@ -63,7 +56,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
         }),
       },
       responses: {
-        200: json(z.object({ tenant_id: z.string(), bindings: z.array(AnyRecord), next_cursor: z.string().nullable() }), "A page of bindings"),
+        200: json(BindingsPage, "A page of bindings"),
         ...problems(),
       },
     }),
@@ -118,7 +111,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       middleware: admin,
       request: {
         params: z.object({
-          kind: z.enum(Object.keys(KINDS) as [keyof typeof KINDS, ...(keyof typeof KINDS)[]]).openapi({ param: { name: "kind", in: "path" } }),
+          kind: AdminRecordKind.openapi({ param: { name: "kind", in: "path" } }),
           id: pathId("id", "cinst_0190f3a2c1d04b7e9f1a2b3c4d5e6f70"),
         }),
       },
@@ -126,8 +119,8 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
     }),
     async (c) => {
       const { kind, id } = c.req.valid("param");
-      const record = await registry.adminGet(KINDS[kind], id);
-      if (!record) throw new RegistryError("not-found", `${KINDS[kind].replace("_", " ")} \`${id}\` was not found`);
+      const record = await registry.adminGet(ADMIN_RECORD_KINDS[kind], id);
+      if (!record) throw new RegistryError("not-found", `${ADMIN_RECORD_KINDS[kind].replace("_", " ")} \`${id}\` was not found`);
       return c.json(record, 200);
     },
   );

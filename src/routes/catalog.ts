@@ -27,6 +27,7 @@ const CacheHeaders = {
   ETag: { description: "Strong validator: the catalog revision and a digest of the tenant and the request.", schema: { type: "string" as const } },
   "Cache-Control": { description: "`private, no-cache`: one tenant's answer, revalidated on every use.", schema: { type: "string" as const } },
 };
+const NotModified = { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders };
 
 /** Where a Worker must be told about work that outlives the response; nowhere on Node. */
 function deferOf(c: Context<AppEnv>): Defer | undefined {
@@ -69,7 +70,7 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
       request: { query: CatalogQuery, headers: IfNoneMatch },
       responses: {
         200: { ...json(CatalogPage, "A catalog page"), headers: CacheHeaders },
-        304: { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders },
+        304: NotModified,
         ...problems("stale-cursor"),
       },
     }),
@@ -92,7 +93,7 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
       request: { params: z.object({ capability_id: pathId("capability_id", "cap:crm.contacts.search") }), headers: IfNoneMatch },
       responses: {
         200: { ...json(CatalogEntry, "The definition and the revision it was read at"), headers: CacheHeaders },
-        304: { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders },
+        304: NotModified,
         ...problems("not-found"),
       },
     }),

@@ -7,18 +7,8 @@ import { verifySchema } from "../registry/schema-check.js";
 import type { AppEnv } from "../http/env.js";
 import { fromDatabaseError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
+import { Readiness } from "../schemas.js";
 import { json } from "./common.js";
-
-const Ready = z
-  .object({
-    status: z.enum(["ready", "not_ready"]),
-    reason: z.string().optional(),
-    schema_version: z.number().int().nullable(),
-    functions_checksum: z.string().nullable(),
-    catalog_revision: z.number().int().nullable(),
-    statement_timeout: z.string().nullable().optional().openapi({ description: "The data role's statement_timeout; \"0\" means statements are unbounded: set it on the login role." }),
-  })
-  .openapi("Readiness");
 
 export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
   app.openapi(
@@ -42,7 +32,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
       tags: ["operations"],
       summary: "Readiness: the database answers and runs the schema this build expects",
       security: [],
-      responses: { 200: json(Ready, "Ready"), 503: json(Ready, "Not ready") },
+      responses: { 200: json(Readiness, "Ready"), 503: json(Readiness, "Not ready") },
     }),
     async (c) => {
       try {

@@ -6,7 +6,7 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope, requireTenant } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
-import { MAX_JSON_DEPTH, nestsAtMost, ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
+import { MAX_JSON_DEPTH, nestsAtMost, ResolveOutcome, ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
 import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
 
 const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70") });
@@ -14,7 +14,7 @@ const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d0
 const RouteOutcomeHeader = {
   "AIP-Route-Outcome": {
     description: "`created` (a new route), `existing` (the route is still reserved: returned as is) or `reacquired` (a retry after settlement took the same replica again)",
-    schema: { type: "string" as const, enum: ["created", "existing", "reacquired"] },
+    schema: { type: "string" as const, enum: ResolveOutcome.options },
   },
 };
 const RouteStateHeaders = {

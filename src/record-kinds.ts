@@ -1,0 +1,22 @@
+/**
+ * The registry's record kinds, once: the singular name the SQL functions take (aip_admin_get) and
+ * the plural path segment of the admin API (`GET /v1/admin/{kind}/{id}`). The admin routes map
+ * paths to kinds; the CLI's HTTP transport maps kinds back to paths. The zod enums of both names
+ * (src/schemas.ts: RecordKind, AdminRecordKind) are built from this table.
+ */
+export const RECORD_KINDS = {
+  connector_type: "connector-types",
+  version: "versions",
+  instance: "instances",
+  replica: "replicas",
+  admission_policy: "admission-policies",
+} as const;
+
+type Kind = keyof typeof RECORD_KINDS;
+type Path = (typeof RECORD_KINDS)[Kind];
+
+export const ADMIN_RECORD_KINDS = Object.fromEntries(Object.entries(RECORD_KINDS).map(([kind, path]) => [path, kind])) as { readonly [K in Kind as (typeof RECORD_KINDS)[K]]: K };
+
+/** The kinds and paths as zod enum arguments. */
+export const KIND_NAMES = Object.keys(RECORD_KINDS) as [Kind, ...Kind[]];
+export const PATH_NAMES = Object.values(RECORD_KINDS) as [Path, ...Path[]];
