@@ -89,8 +89,37 @@ export function nestsAtMost(value: unknown, max: number): boolean {
   return true;
 }
 
-export const boundedNesting = <T extends z.ZodTypeAny>(schema: T) =>
-  schema.refine((value) => nestsAtMost(value, MAX_JSON_DEPTH), `must not nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep`);
+const NESTING_MESSAGE = `must not nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep`;
+
+export const boundedNesting = <T extends z.ZodTypeAny>(schema: T) => schema.refine((value) => nestsAtMost(value, MAX_JSON_DEPTH), NESTING_MESSAGE);
+
+/**
+ * `shape`'s checks, with the nesting bound, on a value that is then passed on exactly as received
+ * (and documented as `shape`). zod's parsed copy of an object is rebuilt by assignment, which
+ * turns a `__proto__` member into a prototype and drops it; the nesting bound is checked on the
+ * value itself, `__proto__` member included (a deep one would overflow JSON.stringify). Issues
+ * come in the order zod gives them for `boundedNesting(shape)`: the shape's first, and the
+ * nesting bound only when the shape holds.
+ */
+export function asReceived<T extends z.ZodObject>(shape: T) {
+  // The document shows `shape` itself (zod's JSON Schema of it, which is JSON Schema 2020-12 as OpenAPI 3.1's).
+  const { $schema: _, ...documented } = z.toJSONSchema(shape, { io: "input" }) as Record<string, unknown>;
+  return z
+    .unknown()
+    .transform((value, ctx) => {
+      const checked = shape.safeParse(value);
+      if (!checked.success) {
+        for (const issue of checked.error.issues) ctx.addIssue({ ...issue });
+        return z.NEVER;
+      }
+      if (!nestsAtMost(value, MAX_JSON_DEPTH)) {
+        ctx.addIssue({ code: "custom", message: NESTING_MESSAGE });
+        return z.NEVER;
+      }
+      return value as z.output<T>;
+    })
+    .openapi(documented as object);
+}
 
 // Problems --------------------------------------------------------------------------------------
 export const Problem = z
@@ -224,9 +253,9 @@ export type SettlementOutcome = z.infer<typeof SettlementOutcome>;
 
 export const SettlementRequest = z
   .object({
-    // Kept exactly as sent (unknown members included): the registry compares it, whole, with the
-    // pinned route, and any difference is fence-lost.
-    assignment: boundedNesting(z.looseObject({ action_id: z.string(), fence_token: z.string() })).openapi({ description: "The RouteAssignment exactly as returned by PUT or GET." }),
+    // Kept exactly as sent (unknown and `__proto__` members included): the registry compares it,
+    // whole, with the pinned route, and any difference is fence-lost.
+    assignment: asReceived(z.looseObject({ action_id: z.string(), fence_token: z.string() })).openapi({ description: "The RouteAssignment exactly as returned by PUT or GET." }),
     outcome: SettlementOutcome,
   })
   .strict()

@@ -86,7 +86,7 @@ export class Registry {
 
   // Data plane ------------------------------------------------------------------------------------
   /** One catalog page as JSON text; `ifRevision` short-circuits to "not modified" at that revision. */
-  catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null = null): Promise<CatalogText> {
+  catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null): Promise<CatalogText> {
     return this.catalogRead(
       "SELECT catalog_revision::text AS revision, page AS text, page IS NULL AS not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)",
       [tenantId, json(query), ifRevision],
@@ -94,7 +94,7 @@ export class Registry {
   }
 
   /** One definition as the JSON text of {catalog_revision, definition} (null: not visible to the tenant). */
-  catalogGetText(tenantId: string | null, capabilityId: string, ifRevision: number | null = null): Promise<CatalogText> {
+  catalogGetText(tenantId: string | null, capabilityId: string, ifRevision: number | null): Promise<CatalogText> {
     return this.catalogRead(
       "SELECT catalog_revision::text AS revision, definition AS text, not_modified FROM aip_catalog_get($1::text, $2::text, $3::bigint)",
       [tenantId, capabilityId, ifRevision],
@@ -112,11 +112,11 @@ export class Registry {
   }
 
   async catalogPage(tenantId: string | null, query: CatalogQuery): Promise<CatalogPage> {
-    return JSON.parse((await this.catalogPageText(tenantId, query)).text as string) as CatalogPage;
+    return JSON.parse((await this.catalogPageText(tenantId, query, null)).text as string) as CatalogPage;
   }
 
   async catalogGet(tenantId: string | null, capabilityId: string): Promise<{ catalog_revision: number; definition: Record<string, unknown> | null }> {
-    const answer = await this.catalogGetText(tenantId, capabilityId);
+    const answer = await this.catalogGetText(tenantId, capabilityId, null);
     if (answer.text === null) return { catalog_revision: answer.catalog_revision, definition: null };
     return JSON.parse(answer.text) as { catalog_revision: number; definition: Record<string, unknown> };
   }

@@ -6,7 +6,7 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope, requireTenant } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
-import { MAX_JSON_DEPTH, nestsAtMost, ResolveOutcome, ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
+import { ResolveOutcome, ResolveRequest, RouteAssignment, SettlementRequest, SettlementResult } from "../schemas.js";
 import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
 
 const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70") });
@@ -102,17 +102,9 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
     async (c) => {
       const tenant = requireTenant(c);
       const { action_id } = c.req.valid("param");
-      const { outcome } = c.req.valid("json");
-      // The assignment goes to the fence check exactly as sent: zod's validated copy is rebuilt by
-      // assignment, which would turn a `__proto__` member into a prototype and drop it, and any
-      // difference from the pinned route (an extra member included) must be fence-lost.
-      // The nesting bound is checked again on what is actually sent on: zod's copy had no
-      // `__proto__` member to walk, and a deep one would overflow JSON.stringify (a 500).
-      const { assignment } = (await c.req.json()) as { assignment: unknown };
-      if (!nestsAtMost(assignment, MAX_JSON_DEPTH)) {
-        const message = `must not nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep`;
-        throw new RegistryError("invalid", `request validation failed: assignment: ${message}`, { errors: [{ field: "assignment", message }] });
-      }
+      // The assignment exactly as sent (SettlementRequest keeps it, `__proto__` member included):
+      // any difference from the pinned route, an extra member too, must be fence-lost.
+      const { assignment, outcome } = c.req.valid("json");
       return c.json(await registry.settleRoute(action_id, tenant, assignment, outcome), 200);
     },
   );
