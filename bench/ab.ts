@@ -17,6 +17,7 @@
  * least moved by other load on the machine).
  */
 import { readFile } from "node:fs/promises";
+import { RegistryError } from "../src/registry/errors.js";
 import type { Registry } from "../src/registry/registry.js";
 import type { Layout } from "./lib/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
@@ -44,6 +45,9 @@ const replicas = Number(args.get("replicas") ?? 10_000);
 /** Restrict requests to the first N tenants (1: every transaction shares one tenant counter). */
 const tenants = args.get("tenants") ? Number(args.get("tenants")) : undefined;
 
+/** Refusals retried after their retry_after_ms in the current round (the `hot` workload). */
+let retries = 0;
+
 type Result = Measurement & { waits: Record<string, number>; extra?: string };
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
@@ -55,7 +59,20 @@ function operation(registry: Registry, layout: Layout): () => Promise<void> {
         await resolveNew(registry, layout, "ab");
       };
     case "hot":
-      return () => cycle(registry, "tenant-hot", "cap:hot.run");
+      // As a gateway would: a refusal that names a retry_after_ms is retried after it, so a
+      // candidate that refuses instead of waiting is charged its retries in latency and throughput.
+      return async () => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            return await cycle(registry, "tenant-hot", "cap:hot.run");
+          } catch (error) {
+            const retryAfter = error instanceof RegistryError ? Number(error.extensions.retry_after_ms) : NaN;
+            if (!(retryAfter > 0) || attempt >= 50) throw error;
+            retries++;
+            await new Promise((resolve) => setTimeout(resolve, retryAfter));
+          }
+        }
+      };
     default:
       return async () => settle(registry, await resolveNew(registry, layout, "ab"));
   }
@@ -71,8 +88,10 @@ async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
     const op = operation(handle.registry, layout);
     if (workload === "hot") await closedLoop({ concurrency, durationMs: 1000 }, op);
     const observer = await observe(db.server.adminUrl, db.name);
+    retries = 0;
     const measurement = await closedLoop({ concurrency, durationMs: seconds * 1000 }, op);
-    return { ...measurement, waits: (await observer.stop()).waits };
+    const extra = workload === "hot" ? `${(retries / measurement.seconds).toFixed(1)} refusals retried/s` : undefined;
+    return { ...measurement, waits: (await observer.stop()).waits, ...(extra ? { extra } : {}) };
   } finally {
     await handle.close();
   }
