@@ -1,3 +1,4 @@
+-- base aip_resolve_route sha256:57802c32db8da0295cd114d8814d7e7f6c997f90229742593dee8b3c2e1c3401
 -- Experiment (issue 13.3): when every eligible replica row is locked, refuse at once
 -- (replica-unavailable, retry_after_ms 100) instead of waiting for the best one.
 -- Measure: npx tsx bench/ab.ts bench/candidates/resolve-without-waiting.sql --workload=hot
