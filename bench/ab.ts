@@ -15,9 +15,21 @@
  * over 32 connections) beside a quiet tenant (4 over 4), whose figures are the ones compared;
  * `serial`: cycles one at a time on one session, comparing the server CPU per cycle (the figure
  * least moved by other load on the machine).
+ *
+ * A candidate records the digests of the production functions it replaces (bench/lib/candidate-base.ts)
+ * and is refused once one of them changed in functions/. After writing or refreshing a candidate
+ * from the current functions, record them:
+ *
+ *   npx tsx bench/ab.ts bench/candidates/<name>.sql --stamp [--at=<commit>]
+ *
+ * (`--at`: the functions as they were at a commit, for a candidate written then.)
  */
-import { readFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { readFile, writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { RegistryError } from "../src/registry/errors.js";
 import type { Registry } from "../src/registry/registry.js";
+import { baseProblem, functionDigests, readFunctionSources, stamp } from "./lib/candidate-base.js";
 import type { Layout } from "./lib/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
 import { observe, tableWrites, writesBetween } from "./lib/observe.js";
@@ -44,6 +56,9 @@ const replicas = Number(args.get("replicas") ?? 10_000);
 /** Restrict requests to the first N tenants (1: every transaction shares one tenant counter). */
 const tenants = args.get("tenants") ? Number(args.get("tenants")) : undefined;
 
+/** Refusals retried after their retry_after_ms in the current round (the `hot` workload). */
+let retries = 0;
+
 type Result = Measurement & { waits: Record<string, number>; extra?: string };
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
@@ -55,7 +70,20 @@ function operation(registry: Registry, layout: Layout): () => Promise<void> {
         await resolveNew(registry, layout, "ab");
       };
     case "hot":
-      return () => cycle(registry, "tenant-hot", "cap:hot.run");
+      // As a gateway would: a refusal that names a retry_after_ms is retried after it, so a
+      // candidate that refuses instead of waiting is charged its retries in latency and throughput.
+      return async () => {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            return await cycle(registry, "tenant-hot", "cap:hot.run");
+          } catch (error) {
+            const retryAfter = error instanceof RegistryError ? Number(error.extensions.retry_after_ms) : NaN;
+            if (!(retryAfter > 0) || attempt >= 50) throw error;
+            retries++;
+            await new Promise((resolve) => setTimeout(resolve, retryAfter));
+          }
+        }
+      };
     default:
       return async () => settle(registry, await resolveNew(registry, layout, "ab"));
   }
@@ -71,8 +99,10 @@ async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
     const op = operation(handle.registry, layout);
     if (workload === "hot") await closedLoop({ concurrency, durationMs: 1000 }, op);
     const observer = await observe(db.server.adminUrl, db.name);
+    retries = 0;
     const measurement = await closedLoop({ concurrency, durationMs: seconds * 1000 }, op);
-    return { ...measurement, waits: (await observer.stop()).waits };
+    const extra = workload === "hot" ? `${(retries / measurement.seconds).toFixed(1)} refusals retried/s` : undefined;
+    return { ...measurement, waits: (await observer.stop()).waits, ...(extra ? { extra } : {}) };
   } finally {
     await handle.close();
   }
@@ -113,9 +143,26 @@ async function noisyRound(db: BenchDatabase): Promise<Result> {
   }
 }
 
+const FUNCTIONS_DIR = fileURLToPath(new URL("../functions/", import.meta.url));
+
+/** functions/*.sql now, or as committed at `commit`. */
+function functionSources(commit?: string): string[] {
+  if (!commit) return readFunctionSources(FUNCTIONS_DIR);
+  const git = (...a: string[]) => execFileSync("git", ["-C", FUNCTIONS_DIR, ...a], { encoding: "utf8", maxBuffer: 64 << 20 });
+  const files = git("ls-tree", "--name-only", "--full-name", commit, ".").split("\n").filter((f) => f.endsWith(".sql")).sort();
+  return files.map((f) => git("show", `${commit}:${f}`));
+}
+
 async function main() {
-  const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
   const sql = await readFile(candidate as string, "utf8");
+  if (args.has("stamp")) {
+    await writeFile(candidate as string, stamp(sql, functionDigests(functionSources(args.get("at") === "true" ? undefined : args.get("at")))));
+    console.log(`${candidate}: base digests recorded`);
+    return;
+  }
+  const problem = baseProblem(sql, functionDigests(functionSources()));
+  if (problem) throw new Error(`refusing ${candidate}: ${problem}`);
+  const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
   const sides: Record<"A" | "B", BenchDatabase> = {
     A: await freshDatabase(server, "aip_bench_ab_a"),
     B: await freshDatabase(server, "aip_bench_ab_b"),
@@ -163,6 +210,6 @@ async function main() {
 }
 
 main().catch((error: unknown) => {
-  console.error(error);
+  console.error(error instanceof Error && error.message.startsWith("refusing ") ? error.message : error);
   process.exit(1);
 });

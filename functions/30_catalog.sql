@@ -21,22 +21,43 @@
 
 -- Maintenance (publication and the owner only) ---------------------------------------------------
 
+-- The links of a chain below its binding, each written once. Set-returning SQL functions, so the
+-- planner inlines them into their callers (the catalog entries, a route's reacquisition, internal
+-- reads) and keeps each caller's index access.
+--
+-- Versions that may serve: active, supply-chain qualified, of an enabled type.
+CREATE FUNCTION aip_live_versions()
+RETURNS TABLE (version_id text, type_id text)
+LANGUAGE sql STABLE AS $$
+  SELECT v.version_id, v.type_id
+  FROM aip_connector_versions v
+  JOIN aip_connector_types t ON t.type_id = v.type_id
+  WHERE v.status = 'active' AND v.supply_chain_qualified AND t.enabled
+$$;
+
+-- Instances that may serve: enabled, on a live version (their current rollout).
+CREATE FUNCTION aip_live_instances()
+RETURNS TABLE (instance_id text, tenant_id text, version_id text, type_id text)
+LANGUAGE sql STABLE AS $$
+  SELECT i.instance_id, i.tenant_id, i.version_id, v.type_id
+  FROM aip_connector_instances i
+  JOIN aip_live_versions() v ON v.version_id = i.version_id
+  WHERE i.status = 'enabled'
+$$;
+
 -- The live chains behind the bindings of the given instances (NULL: of every instance), with
 -- what a new route through each pins besides its replica.
 CREATE FUNCTION aip_live_chains(p_instance_ids text[])
 RETURNS TABLE (tenant_id text, capability_id text, instance_id text, version_id text, priority integer, type_id text,
                binding_key text, policy_revision bigint, credential_revision_ref text, quota_policy_ref text)
 LANGUAGE sql STABLE AS $$
-  SELECT b.tenant_id, b.capability_id, b.instance_id, i.version_id, b.priority, v.type_id,
+  SELECT b.tenant_id, b.capability_id, b.instance_id, i.version_id, b.priority, i.type_id,
          aip_binding_scope_key(b.tenant_id, b.capability_id, b.instance_id),
          b.policy_revision, b.credential_revision_ref, b.quota_policy_ref
   FROM aip_capability_bindings b
-  JOIN aip_connector_instances i ON i.instance_id = b.instance_id AND i.tenant_id = b.tenant_id
-  JOIN aip_connector_versions v ON v.version_id = i.version_id
-  JOIN aip_connector_types t ON t.type_id = v.type_id
+  JOIN aip_live_instances() i ON i.instance_id = b.instance_id AND i.tenant_id = b.tenant_id
   JOIN aip_version_capabilities vc ON vc.version_id = i.version_id AND vc.capability_id = b.capability_id
-  WHERE (p_instance_ids IS NULL OR b.instance_id = ANY (p_instance_ids))
-    AND b.enabled AND i.status = 'enabled' AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled
+  WHERE (p_instance_ids IS NULL OR b.instance_id = ANY (p_instance_ids)) AND b.enabled
 $$;
 
 -- Re-evaluates the entries of the given instances after a publication changed them (their
@@ -88,10 +109,8 @@ CREATE FUNCTION aip_capability_implementations(p_capability_id text, p_profile t
 RETURNS TABLE (version_id text) LANGUAGE sql STABLE AS $$
   SELECT vc.version_id
   FROM aip_version_capabilities vc
-  JOIN aip_connector_versions v ON v.version_id = vc.version_id
-  JOIN aip_connector_types t ON t.type_id = v.type_id
+  JOIN aip_live_versions() v ON v.version_id = vc.version_id
   WHERE vc.capability_id = p_capability_id
-    AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled
     AND (p_profile IS NULL OR EXISTS (SELECT 1 FROM aip_version_profiles vp
                                       WHERE vp.version_id = vc.version_id AND vp.profile_id = p_profile))
 $$;

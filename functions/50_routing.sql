@@ -88,12 +88,8 @@ BEGIN
   END;
   v_ok := r.status IN ('ready', 'draining') AND r.lease_expires_at > v_now
           AND r.active_assignments < r.capacity AND r.circuit_open_until <= v_now
-          AND EXISTS (SELECT 1
-                      FROM aip_connector_instances i
-                      JOIN aip_connector_versions v ON v.version_id = i.version_id
-                      JOIN aip_connector_types t ON t.type_id = v.type_id
-                      WHERE i.instance_id = a.instance_id AND i.status = 'enabled' AND i.version_id = a.version_id
-                        AND v.status = 'active' AND v.supply_chain_qualified AND t.enabled);
+          AND EXISTS (SELECT 1 FROM aip_live_instances() i
+                      WHERE i.instance_id = a.instance_id AND i.version_id = a.version_id);
   -- Capacity is checked before the replica so its refusal takes precedence, as in the reference.
   v_exhausted := coalesce(aip_exhausted_scope(v_scopes), aip_reserve_scopes(v_scopes));
   IF v_exhausted IS NOT NULL THEN

@@ -53,25 +53,47 @@ BEGIN
 END
 $$;
 
--- Entry point (data role). Aggregates only: no identifiers. ready and draining count live leases
--- only; expired_leases counts replicas not yet marked offline whose lease ended (the backlog of
--- lease maintenance: every offline replica's lease has ended too, it is not counted again). The
--- reference counts offline replicas as well: its figure is expired_leases + offline_replicas.
+-- The replica counts of fleet status, per topology region, at p_now: written once for both
+-- aip_fleet_status() (their sums) and aip_fleet_regions(). ready and draining count live leases
+-- only; expired counts replicas not yet marked offline whose lease ended (the backlog of lease
+-- maintenance: every offline replica's lease has ended too, it is not counted again). Inlined.
+CREATE FUNCTION aip_fleet_replica_counts(p_now timestamptz)
+RETURNS TABLE (region text, replicas bigint, ready bigint, draining bigint, offline bigint, expired bigint,
+               open_circuits bigint, ready_capacity bigint, active_assignments bigint)
+LANGUAGE sql STABLE AS $$
+  SELECT r.region,
+         count(*),
+         count(*) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > p_now),
+         count(*) FILTER (WHERE r.status = 'draining' AND r.lease_expires_at > p_now),
+         count(*) FILTER (WHERE r.status = 'offline'),
+         count(*) FILTER (WHERE r.status <> 'offline' AND r.lease_expires_at <= p_now),
+         count(*) FILTER (WHERE r.circuit_open_until > p_now),
+         coalesce(sum(r.capacity) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > p_now), 0),
+         coalesce(sum(r.active_assignments), 0)
+  FROM aip_connector_replicas r
+  GROUP BY r.region
+$$;
+
+-- Entry point (data role). Aggregates only: no identifiers (see aip_fleet_replica_counts). The
+-- reference counts offline replicas as expired as well: its figure is expired_leases +
+-- offline_replicas.
 CREATE FUNCTION aip_fleet_status() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '2s' AS $$
   WITH now AS (SELECT aip_now() AS at),
+  -- Sums of bigints are numeric, which JSON renders exactly as the bigint itself; coalesce for
+  -- a fleet without replicas (no region at all).
   replicas AS (
-    SELECT count(*) AS replicas,
-           count(*) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > now.at) AS ready,
-           count(*) FILTER (WHERE r.status = 'draining' AND r.lease_expires_at > now.at) AS draining,
-           count(*) FILTER (WHERE r.status = 'offline') AS offline,
-           count(*) FILTER (WHERE r.status <> 'offline' AND r.lease_expires_at <= now.at) AS expired,
-           count(*) FILTER (WHERE r.circuit_open_until > now.at) AS open_circuits,
-           coalesce(sum(r.capacity) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > now.at), 0) AS ready_capacity,
-           coalesce(sum(r.active_assignments), 0) AS active_assignments
-    FROM aip_connector_replicas r, now)
+    SELECT coalesce(sum(c.replicas), 0) AS replicas,
+           coalesce(sum(c.ready), 0) AS ready,
+           coalesce(sum(c.draining), 0) AS draining,
+           coalesce(sum(c.offline), 0) AS offline,
+           coalesce(sum(c.expired), 0) AS expired,
+           coalesce(sum(c.open_circuits), 0) AS open_circuits,
+           coalesce(sum(c.ready_capacity), 0) AS ready_capacity,
+           coalesce(sum(c.active_assignments), 0) AS active_assignments
+    FROM now, aip_fleet_replica_counts(now.at) c)
   SELECT json_build_object(
     'catalog_revision', (SELECT revision FROM aip_catalog_revision WHERE singleton),
     'connector_types', (SELECT count(*) FROM aip_connector_types),
@@ -98,18 +120,9 @@ SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '2s' AS $$
   WITH now AS (SELECT aip_now() AS at),
   per AS (
-    SELECT r.region,
-           count(*) AS replicas,
-           count(*) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > now.at) AS ready,
-           count(*) FILTER (WHERE r.status = 'draining' AND r.lease_expires_at > now.at) AS draining,
-           count(*) FILTER (WHERE r.status = 'offline') AS offline,
-           count(*) FILTER (WHERE r.status <> 'offline' AND r.lease_expires_at <= now.at) AS expired,
-           count(*) FILTER (WHERE r.circuit_open_until > now.at) AS open_circuits,
-           coalesce(sum(r.capacity) FILTER (WHERE r.status = 'ready' AND r.lease_expires_at > now.at), 0) AS ready_capacity,
-           coalesce(sum(r.active_assignments), 0) AS active_assignments
-    FROM aip_connector_replicas r, now
-    GROUP BY r.region
-    ORDER BY r.region
+    SELECT c.*
+    FROM now, aip_fleet_replica_counts(now.at) c
+    ORDER BY c.region
     LIMIT least(greatest(coalesce(p_limit, 256), 1), 1000))
   SELECT json_build_object(
     'regions', coalesce((SELECT json_agg(to_json(per) ORDER BY per.region) FROM per), '[]'::json),

@@ -13,6 +13,8 @@ import { KIND_NAMES, PATH_NAMES } from "./record-kinds.js";
 // NUL cannot be stored, and an unpaired surrogate would be replaced by U+FFFD on its way to the
 // database: two different IDs ("a\ud800", "a\ufffd") must never become the same one.
 const noControl = (s: string) => !/[\u0000]|\p{Cs}/u.test(s);
+/** Length as the database counts it (octet_length: UTF-8 bytes), not UTF-16 units; workerd has TextEncoder too. */
+const utf8Bytes = (s: string) => new TextEncoder().encode(s).length;
 
 /**
  * An integer query parameter. `abc` or `1.5` is "must be an integer" (plain z.coerce would answer
@@ -38,7 +40,7 @@ export const Id = (max = 256) =>
     .min(1)
     .refine((s) => s.trim() !== "", "must be non-empty")
     .refine(noControl, "must not contain NUL or an unpaired surrogate")
-    .refine((s) => new TextEncoder().encode(s).length <= max, `must be at most ${max} bytes`);
+    .refine((s) => utf8Bytes(s) <= max, `must be at most ${max} bytes`);
 
 /**
  * Why a replica endpoint is refused, or null when it is accepted: an absolute http(s) URL that the
@@ -320,13 +322,18 @@ export type CatalogText = z.infer<typeof CatalogText>;
 export const CatalogQuery = z.object({
   q: z
     .string()
-    .max(512)
+    .refine((s) => utf8Bytes(s) <= 512, "must be at most 512 bytes")
     .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .optional()
-    .openapi({ description: "Case-insensitive literal substring of \"id name description\" (`%` and `_` are ordinary characters); trimmed, blank means no filter." }),
+    .openapi({ maxLength: 512, description: "Case-insensitive literal substring of \"id name description\" (`%` and `_` are ordinary characters); trimmed, blank means no filter. At most 512 bytes of UTF-8." }),
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
-  cursor: z.string().max(1100).refine(noControl, "must not contain NUL or an unpaired surrogate").optional().openapi({ description: "`next_cursor` of the previous page." }),
+  cursor: z
+    .string()
+    .refine((s) => utf8Bytes(s) <= 1100, "must be at most 1100 bytes")
+    .refine(noControl, "must not contain NUL or an unpaired surrogate")
+    .optional()
+    .openapi({ maxLength: 1100, description: "`next_cursor` of the previous page." }),
   limit: PageSize(CATALOG_PAGE, "Items per page"),
   max_bytes: QueryInteger()
     .min(1)

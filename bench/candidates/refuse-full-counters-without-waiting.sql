@@ -1,3 +1,7 @@
+-- base aip_reserve_scopes sha256:e914583e96dfda3d5b43559695391f2ebb2e50c98d0d8acb72efd2b2b82e0ac4
+-- Stale (bench/ab.ts refuses it): the idea was adopted in another form (aip_exhausted_scope reads
+-- every scope without locking before aip_reserve_scopes queues), and aip_reserve_scopes has changed
+-- since (lock timeouts answer capacity-exceeded).
 -- Candidate (functions/40_admission.sql, aip_reserve_scopes): a counter already at its limit in
 -- the latest committed state refuses at once, instead of queueing on the counter row behind every
 -- other transaction of the same scope and re-checking after each of their commits.

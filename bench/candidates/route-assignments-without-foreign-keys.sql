@@ -1,3 +1,5 @@
+-- Stale: migration 0004 dropped the instance and version keys (the replica's remains), so this no
+-- longer applies as written (its first two constraints do not exist).
 -- Candidate: route assignments keep no foreign keys to instances, versions and replicas.
 --
 -- A route copies its whole destination (it is immutable evidence), and the registry never

@@ -1,3 +1,7 @@
+-- base aip_settle_route sha256:951c01deb4429ea9131f503c208e1dc2643282751b9f382c20c67e12ab61df57
+-- Stale (bench/ab.ts refuses it): settlement now locks the replica before the route row (the
+-- lock order of lease expiry and every other releaser), and the route row was narrowed since;
+-- writing the route row first would have to be re-thought against that order, not re-applied.
 -- Candidate (functions/60_settlement.sql, aip_settle_route): update the route row before the
 -- replica and the counters. The route row is already locked by this transaction (FOR UPDATE
 -- under the action lock), so the lock order is unchanged; the shared rows, the replica and above

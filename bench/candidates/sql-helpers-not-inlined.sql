@@ -1,3 +1,16 @@
+-- base aip_sha256 sha256:af29831004962e70248a5707de81c8b01018367e0429239b6bceccf9d7e6d884
+-- base aip_binding_scope_key sha256:acd5ed4aacb0485174a2124bab879ba44a2379b837d5e6f403796016fcc43386
+-- base aip_time sha256:1f6176ea8a7f06b6155877117c3dcca561b097a29bb39d969b49f11d0b56948f
+-- base aip_admission_json sha256:b5b074ef427f0d5f53a010f116e1e22fb9ad89efe8e8c2296e0feca16cf19a0f
+-- base aip_route_admission sha256:c713e73e3b3697049731ab3747f3f8f2accf1b7013952bab2f746edb8b383398
+-- base aip_pinned_admission sha256:3f3e333689f5e15a1cda6670b52d5b641377d22eeda8805cf018693537e32951
+-- base aip_assignment_json sha256:7c94ac29beb09b85e0c32d50bc8a84e519fdc74dd949ce1d55d82495682f4b47
+-- base aip_held_scopes sha256:273991fb5e83ea3805db39352148d256a9f3dc17ade9bdcc5b4798be5ea39a2f
+-- base aip_catalog_read_revision sha256:d9e3f2e11cbd80cd039a36b5a410986cc2230bccaceec77bb620c79dd92da6fb
+-- base aip_exhausted_scope sha256:5814f867b420dbeeb4d146ea5b4abc47a52c3077a5970b7d0c844b71b1b7607b
+-- base aip_get_route sha256:7821c706ef373a9c6705fd027230500ed395456e07d313db2c6151088983deed
+-- base aip_settle_route sha256:919b5613cd33c7d84f1f6a9d78da077c566fb192cf7f927d537a1a58ce2700ef
+-- base aip_expire_leases sha256:70dc4e10b0a37ee831ef3eced529ecb7a58008f7355ee39e36a941e4723d7cb1
 -- Before/after evidence (bench/ab.ts): the hot-path helpers as they were before they were made
 -- inlinable or PL/pgSQL (SQL functions the planner could not inline: parsed and planned on every
 -- call), and the settlement and route read without force_generic_plan.

@@ -57,7 +57,8 @@ export const PROBLEM_TITLES: Record<ProblemCode, string> = {
   storage: "Registry storage unavailable",
 };
 
-const SQLSTATE_CODES: Record<string, ProblemCode> = {
+/** The inverse of aip_sqlstate (functions/00_support.sql); test/db/error-codes.test.ts compares them. */
+export const SQLSTATE_CODES: Record<string, ProblemCode> = {
   AR400: "invalid",
   AR403: "forbidden",
   AR404: "not-found",
