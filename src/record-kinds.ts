@@ -15,7 +15,10 @@ export const RECORD_KINDS = {
 type Kind = keyof typeof RECORD_KINDS;
 type Path = (typeof RECORD_KINDS)[Kind];
 
-export const ADMIN_RECORD_KINDS = Object.fromEntries(Object.entries(RECORD_KINDS).map(([kind, path]) => [path, kind])) as { readonly [K in Kind as (typeof RECORD_KINDS)[K]]: K };
+/** The kind an admin path segment names (`admission-policies` -> `admission_policy`). */
+export const ADMIN_RECORD_KINDS = Object.fromEntries(Object.entries(RECORD_KINDS).map(([kind, path]) => [path, kind])) as {
+  readonly [K in Kind as (typeof RECORD_KINDS)[K]]: K;
+};
 
 /** The kinds and paths as zod enum arguments. */
 export const KIND_NAMES = Object.keys(RECORD_KINDS) as [Kind, ...Kind[]];

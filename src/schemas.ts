@@ -6,7 +6,7 @@
  * 400s before a round trip and to document the API.
  */
 import { z } from "@hono/zod-openapi";
-import { BINDINGS_PAGE, CATALOG_PAGE, CATALOG_PAGE_BYTES, clampPage, LEASE_TTL_MS, PUBLICATION_CHANGES, REGIONS_PAGE, type PageBound } from "./limits.js";
+import { CATALOG_PAGE, CATALOG_PAGE_BYTES, clampPage, LEASE_TTL_MS, PUBLICATION_CHANGES, type PageBound } from "./limits.js";
 import { KIND_NAMES, PATH_NAMES } from "./record-kinds.js";
 
 // Strings ---------------------------------------------------------------------------------------
