@@ -38,7 +38,8 @@ export type { CatalogText, RecordKind, ResolveResult, RouteState };
 
 /** `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`. */
 export const ANY_REVISION = -1;
-export type ReaderKind = "version" | "instance" | "replica";
+/** The record kinds the registry reader (aip_registry_read) serves. */
+export type ReaderKind = Extract<RecordKind, "version" | "instance" | "replica">;
 
 export interface RegistryExecutors {
   data: SqlExecutor;
