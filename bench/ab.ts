@@ -46,7 +46,8 @@ const args = new Map(
   }),
 );
 const candidate = process.argv[2];
-if (!candidate) throw new Error("usage: npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve|hot|noisy] [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4]");
+if (!candidate)
+  throw new Error("usage: npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve|hot|noisy] [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4]");
 const workload = args.get("workload") ?? "cycle";
 const concurrency = Number(args.get("concurrency") ?? 16);
 const pool = Number(args.get("pool") ?? Math.min(concurrency, 64));
@@ -137,7 +138,11 @@ async function noisyRound(db: BenchDatabase): Promise<Result> {
       closedLoop({ concurrency: 128, durationMs: seconds * 1000 }, noisyOp),
     ]);
     const rejected = (n.errors["capacity-exceeded"] ?? 0) / n.seconds;
-    return { ...q, waits: (await observer.stop()).waits, extra: `noisy: ${n.throughput.toFixed(1)} accepted/s, ${rejected.toFixed(1)} rejected/s, p50 ${n.latency.p50.toFixed(0)} ms` };
+    return {
+      ...q,
+      waits: (await observer.stop()).waits,
+      extra: `noisy: ${n.throughput.toFixed(1)} accepted/s, ${rejected.toFixed(1)} rejected/s, p50 ${n.latency.p50.toFixed(0)} ms`,
+    };
   } finally {
     await Promise.all([quiet.close(), noisy.close()]);
   }
@@ -149,7 +154,10 @@ const FUNCTIONS_DIR = fileURLToPath(new URL("../functions/", import.meta.url));
 function functionSources(commit?: string): string[] {
   if (!commit) return readFunctionSources(FUNCTIONS_DIR);
   const git = (...a: string[]) => execFileSync("git", ["-C", FUNCTIONS_DIR, ...a], { encoding: "utf8", maxBuffer: 64 << 20 });
-  const files = git("ls-tree", "--name-only", "--full-name", commit, ".").split("\n").filter((f) => f.endsWith(".sql")).sort();
+  const files = git("ls-tree", "--name-only", "--full-name", commit, ".")
+    .split("\n")
+    .filter((f) => f.endsWith(".sql"))
+    .sort();
   return files.map((f) => git("show", `${commit}:${f}`));
 }
 
@@ -186,14 +194,21 @@ async function main() {
       for (const name of (r % 2 === 0 ? ["A", "B"] : ["B", "A"]) as ("A" | "B")[]) {
         const m = await round(sides[name], layout);
         results[name].push(m);
-        const waits = Object.entries(m.waits).slice(0, 3).map(([w, n]) => `${w} ${n}`).join(", ");
-        console.log(`  ${name} round ${r + 1}: ${m.throughput.toFixed(1)} ops/s p50 ${m.latency.p50.toFixed(1)} p99 ${m.latency.p99.toFixed(1)} ms ${JSON.stringify(m.errors)} ${m.extra ?? ""} waits: ${waits}`);
+        const waits = Object.entries(m.waits)
+          .slice(0, 3)
+          .map(([w, n]) => `${w} ${n}`)
+          .join(", ");
+        console.log(
+          `  ${name} round ${r + 1}: ${m.throughput.toFixed(1)} ops/s p50 ${m.latency.p50.toFixed(1)} p99 ${m.latency.p99.toFixed(1)} ms ${JSON.stringify(m.errors)} ${m.extra ?? ""} waits: ${waits}`,
+        );
       }
     }
     await new Promise((resolve) => setTimeout(resolve, 1500)); // let backends flush table statistics
     for (const name of ["A", "B"] as const) {
       const after = await sides[name].withOwner((s) => tableWrites((q) => s.query(q)));
-      const hot = writesBetween(before[name], after).map((w) => `${w.table.replace("aip_", "")} HOT ${w.hotPct ?? "-"}%`).join(", ");
+      const hot = writesBetween(before[name], after)
+        .map((w) => `${w.table.replace("aip_", "")} HOT ${w.hotPct ?? "-"}%`)
+        .join(", ");
       const ms = results[name];
       console.log(
         `${name === "A" ? "before" : "after "}: median ${median(ms.map((m) => m.throughput)).toFixed(1)} ops/s, p50 ${median(ms.map((m) => m.latency.p50)).toFixed(1)} ms, p99 ${median(ms.map((m) => m.latency.p99)).toFixed(1)} ms; ${hot}`,

@@ -55,7 +55,9 @@ async function benchServer(server: Server, target: string, options: Options, res
   try {
     const seed = await db.withOwner((session) => seedFleet(session, REFERENCE_SCALE));
     results.seeds.push({ target, seed });
-    log(`  seeded ${seed.rows.replicas} replicas, ${seed.rows.bindings} bindings, ${seed.rows.tenants} tenants in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`);
+    log(
+      `  seeded ${seed.rows.replicas} replicas, ${seed.rows.bindings} bindings, ${seed.rows.tenants} tenants in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`,
+    );
     const problems = await db.withOwner((session) => verifySeed(session, seed.layout));
     if (problems.length) throw new Error(`the seeded fleet is inconsistent:\n  ${problems.join("\n  ")}`);
     const checker = await db.registry(1);
@@ -81,16 +83,18 @@ async function benchServer(server: Server, target: string, options: Options, res
     }
     if (options.suites.has("routing")) {
       log("routing (registry client over a pg pool)");
-      await attempt(results, "routing", () => runRouting(recorder, db, layout, {
-        target,
-        concurrencies: embedded ? [500] : options.concurrencies,
-        poolFor,
-        durationMs: options.phaseMs,
-        baselineMs: options.baselineMs,
-        // 500 connections x 6 lifecycles would take longer than the phases themselves.
-        warmRounds: embedded ? 1 : options.warmRounds,
-        ...(embedded ? { phases: ["resolve", "cycle"] as const } : {}),
-      }));
+      await attempt(results, "routing", () =>
+        runRouting(recorder, db, layout, {
+          target,
+          concurrencies: embedded ? [500] : options.concurrencies,
+          poolFor,
+          durationMs: options.phaseMs,
+          baselineMs: options.baselineMs,
+          // 500 connections x 6 lifecycles would take longer than the phases themselves.
+          warmRounds: embedded ? 1 : options.warmRounds,
+          ...(embedded ? { phases: ["resolve", "cycle"] as const } : {}),
+        }),
+      );
     }
     // The embedded server is there for 500 real connections: routing only.
     if (embedded) return;
@@ -103,7 +107,13 @@ async function benchServer(server: Server, target: string, options: Options, res
     if (options.suites.has("catalog-http")) {
       log("catalog over HTTP (Node server under autocannon: cache warm, 304, staleness, uncached)");
       await attempt(results, "catalog-http", () =>
-        runCatalogHttp(recorder, db, layout, { target, connections: 32, poolMax: Math.min(16, maxPool), durationMs: options.phaseMs, sampledTenants: options.quick ? 8 : 32 }),
+        runCatalogHttp(recorder, db, layout, {
+          target,
+          connections: 32,
+          poolMax: Math.min(16, maxPool),
+          durationMs: options.phaseMs,
+          sampledTenants: options.quick ? 8 : 32,
+        }),
       );
     }
     if (options.suites.has("contention")) {
@@ -148,13 +158,29 @@ async function benchServer(server: Server, target: string, options: Options, res
   if (options.suites.has("partition")) {
     log("partition (half the tenants in each of two databases, driven together)");
     await attempt(results, "partition", () =>
-      runPartition(recorder, server, { target, concurrency: 64, pool: poolFor(32), durationMs: options.phaseMs, warmRounds: options.warmRounds, replicas: REFERENCE_SCALE.replicas, log }),
+      runPartition(recorder, server, {
+        target,
+        concurrency: 64,
+        pool: poolFor(32),
+        durationMs: options.phaseMs,
+        warmRounds: options.warmRounds,
+        replicas: REFERENCE_SCALE.replicas,
+        log,
+      }),
     );
   }
   if (options.suites.has("scale")) {
     log("scale curve");
     await attempt(results, "scale", async () => {
-      results.scale = await runScale(recorder, server, { target, replicas: options.scaleReplicas, concurrency: 64, pool: poolFor(64), durationMs: options.phaseMs, warmRounds: options.warmRounds, log });
+      results.scale = await runScale(recorder, server, {
+        target,
+        replicas: options.scaleReplicas,
+        concurrency: 64,
+        pool: poolFor(64),
+        durationMs: options.phaseMs,
+        warmRounds: options.warmRounds,
+        log,
+      });
     });
   }
 }

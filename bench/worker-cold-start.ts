@@ -49,7 +49,11 @@ async function main() {
   const bundle = await buildWorkerBundle(outdir);
   console.log(`bundle: ${(bundle.rawBytes / 1024).toFixed(1)} KiB raw, ${(bundle.gzipBytes / 1024).toFixed(1)} KiB gzip`);
 
-  const database = await prepareLocalWorkerDatabase(ownerUrl.toString(), { data: "aip_coldstart_data", control: "aip_coldstart_control", password: "aip-bench-password" });
+  const database = await prepareLocalWorkerDatabase(ownerUrl.toString(), {
+    data: "aip_coldstart_data",
+    control: "aip_coldstart_control",
+    password: "aip-bench-password",
+  });
   const proxy = await startNeonProxy({ pgHost: admin.hostname, pgPort: Number(admin.port || 5432) });
   const token = await mintToken(SECRET, { subject: "bench", scopes: ["catalog:read", "fleet:read"], tenantId: "tenant-bench" });
   const get = (mf: Miniflare, path: string) =>

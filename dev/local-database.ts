@@ -56,7 +56,11 @@ async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>)
   }
 }
 
-export async function prepareLocalWorkerDatabase(ownerUrl: string, roles: LoginRoleNames, log: (line: string) => void = () => {}): Promise<LocalWorkerDatabase> {
+export async function prepareLocalWorkerDatabase(
+  ownerUrl: string,
+  roles: LoginRoleNames,
+  log: (line: string) => void = () => {},
+): Promise<LocalWorkerDatabase> {
   const owner = new URL(ownerUrl);
   const name = decodeURIComponent(owner.pathname.slice(1));
   const maintenance = new URL(owner);
@@ -73,7 +77,10 @@ export async function prepareLocalWorkerDatabase(ownerUrl: string, roles: LoginR
   let loginRoles = true;
   try {
     await withClient(ownerUrl, async (client) => {
-      for (const [login, group] of [[roles.data, "aip_registry_data"], [roles.control, "aip_registry_control"]] as const) {
+      for (const [login, group] of [
+        [roles.data, "aip_registry_data"],
+        [roles.control, "aip_registry_control"],
+      ] as const) {
         const role = client.escapeIdentifier(login);
         await client.query(
           `DO $$ BEGIN

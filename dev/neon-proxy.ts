@@ -28,14 +28,14 @@
  * CLI: `tsx dev/neon-proxy.ts` (env NEON_PROXY_PORT, NEON_PROXY_HOST,
  * PGHOST, PGPORT) starts it and prints the client settings.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect as netConnect, createServer as createTcpServer, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
-import { pathToFileURL } from 'node:url';
-import pg from 'pg';
-import { WebSocket, WebSocketServer } from 'ws';
-import type { neonConfig as NeonConfigClass } from '@neondatabase/serverless';
-import { pointNeonAtLocalProxy } from '../src/dev/neon-local.js';
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { connect as netConnect, createServer as createTcpServer, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import { pathToFileURL } from "node:url";
+import pg from "pg";
+import { WebSocket, WebSocketServer } from "ws";
+import type { neonConfig as NeonConfigClass } from "@neondatabase/serverless";
+import { pointNeonAtLocalProxy } from "../src/dev/neon-local.js";
 
 // ---------------------------------------------------------------------------
 // Public types
@@ -67,7 +67,7 @@ export interface NeonProxyOptions {
 export interface LoggedStatement {
   /** Epoch milliseconds when the proxy received it. */
   at: number;
-  via: 'http' | 'ws' | 'tcp';
+  via: "http" | "ws" | "tcp";
   user?: string;
   database?: string;
   /** The statement text (at most its first 200 characters). */
@@ -141,13 +141,7 @@ export interface NeonProxy {
 
 type NeonConfigLike = Pick<
   typeof NeonConfigClass,
-  | 'fetchEndpoint'
-  | 'wsProxy'
-  | 'useSecureWebSocket'
-  | 'pipelineConnect'
-  | 'pipelineTLS'
-  | 'forceDisablePgSSL'
-  | 'webSocketConstructor'
+  "fetchEndpoint" | "wsProxy" | "useSecureWebSocket" | "pipelineConnect" | "pipelineTLS" | "forceDisablePgSSL" | "webSocketConstructor"
 >;
 
 /**
@@ -163,12 +157,11 @@ type NeonConfigLike = Pick<
 export function configureNeonForLocalProxy(
   neonConfig: NeonConfigLike,
   proxy: string | { url: string },
-  options: { webSocketConstructor?: NeonConfigLike['webSocketConstructor'] | null } = {},
+  options: { webSocketConstructor?: NeonConfigLike["webSocketConstructor"] | null } = {},
 ): void {
   pointNeonAtLocalProxy(neonConfig, proxy);
   if (options.webSocketConstructor !== null) {
-    neonConfig.webSocketConstructor =
-      options.webSocketConstructor ?? (WebSocket as unknown as NeonConfigLike['webSocketConstructor']);
+    neonConfig.webSocketConstructor = options.webSocketConstructor ?? (WebSocket as unknown as NeonConfigLike["webSocketConstructor"]);
   }
 }
 
@@ -281,17 +274,22 @@ export class FrontendMessageCounter {
     const start = this.statement.parse ? body.indexOf(0) + 1 : 0;
     const end = body.indexOf(0, start);
     this.statement = undefined;
-    this.onStatement?.(body.subarray(start, end < 0 ? body.length : end).toString('utf8').slice(0, STATEMENT_TEXT_CHARS));
+    this.onStatement?.(
+      body
+        .subarray(start, end < 0 ? body.length : end)
+        .toString("utf8")
+        .slice(0, STATEMENT_TEXT_CHARS),
+    );
   }
 
   private finishStartupBody(): void {
     if (!this.startupBody) return;
     // Body: (key \0 value \0)* \0
-    const parts = Buffer.concat(this.startupBody).toString('utf8').split('\0');
+    const parts = Buffer.concat(this.startupBody).toString("utf8").split("\0");
     this.startupBody = undefined;
     for (let k = 0; k + 1 < parts.length; k += 2) {
-      if (parts[k] === 'user') this.user = parts[k + 1];
-      else if (parts[k] === 'database') this.database = parts[k + 1];
+      if (parts[k] === "user") this.user = parts[k + 1];
+      else if (parts[k] === "database") this.database = parts[k + 1];
     }
   }
 }
@@ -310,15 +308,29 @@ const rawTextTypes = {
 
 /** Error fields the driver copies onto NeonDbError (`errorFields` in httpQuery.ts). */
 const ERROR_FIELDS = [
-  'severity', 'code', 'detail', 'hint', 'position', 'internalPosition', 'internalQuery',
-  'where', 'schema', 'table', 'column', 'dataType', 'constraint', 'file', 'line', 'routine',
+  "severity",
+  "code",
+  "detail",
+  "hint",
+  "position",
+  "internalPosition",
+  "internalQuery",
+  "where",
+  "schema",
+  "table",
+  "column",
+  "dataType",
+  "constraint",
+  "file",
+  "line",
+  "routine",
 ] as const;
 
 const ISOLATION_LEVELS: Record<string, string> = {
-  Serializable: 'SERIALIZABLE',
-  ReadUncommitted: 'READ UNCOMMITTED',
-  ReadCommitted: 'READ COMMITTED',
-  RepeatableRead: 'REPEATABLE READ',
+  Serializable: "SERIALIZABLE",
+  ReadUncommitted: "READ UNCOMMITTED",
+  ReadCommitted: "READ COMMITTED",
+  RepeatableRead: "REPEATABLE READ",
 };
 
 interface QueryData {
@@ -329,7 +341,10 @@ interface QueryData {
 
 /** An error answered with a status and Neon's error JSON. */
 class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -340,7 +355,7 @@ function isDbError(err: unknown): err is pg.DatabaseError {
 
 /** A plain ERROR leaves the session usable; FATAL/PANIC or a non-PostgreSQL error means it is gone. */
 function isUsableAfter(err: unknown): boolean {
-  return isDbError(err) && err.severity !== 'FATAL' && err.severity !== 'PANIC';
+  return isDbError(err) && err.severity !== "FATAL" && err.severity !== "PANIC";
 }
 
 /**
@@ -350,20 +365,20 @@ function isUsableAfter(err: unknown): boolean {
  */
 function jsonToPgText(value: unknown): string | null {
   if (value === null || value === undefined) return null;
-  if (typeof value === 'string') return value;
+  if (typeof value === "string") return value;
   if (Array.isArray(value)) return jsonArrayToPgArray(value);
   return JSON.stringify(value);
 }
 
 function jsonArrayToPgArray(value: unknown): string {
-  if (value === null || value === undefined) return 'NULL';
-  if (Array.isArray(value)) return `{${value.map(jsonArrayToPgArray).join(',')}}`;
-  if (typeof value === 'object') return JSON.stringify(JSON.stringify(value));
+  if (value === null || value === undefined) return "NULL";
+  if (Array.isArray(value)) return `{${value.map(jsonArrayToPgArray).join(",")}}`;
+  if (typeof value === "object") return JSON.stringify(JSON.stringify(value));
   return JSON.stringify(value); // strings get quoted/escaped, as inside an array literal
 }
 
 function parseQueryData(raw: unknown): QueryData {
-  if (typeof raw !== 'object' || raw === null || typeof (raw as { query?: unknown }).query !== 'string') {
+  if (typeof raw !== "object" || raw === null || typeof (raw as { query?: unknown }).query !== "string") {
     throw new HttpError(400, 'request body must contain a "query" string');
   }
   const { query, params, arrayMode } = raw as { query: string; params?: unknown; arrayMode?: unknown };
@@ -371,30 +386,30 @@ function parseQueryData(raw: unknown): QueryData {
   return {
     query,
     params: (params ?? []).map(jsonToPgText),
-    arrayMode: typeof arrayMode === 'boolean' ? arrayMode : undefined,
+    arrayMode: typeof arrayMode === "boolean" ? arrayMode : undefined,
   };
 }
 
 /** Parse `Neon-Connection-String`; only user, password, database and application_name matter. */
 function parseConnectionString(value: string | undefined) {
-  if (!value) throw new HttpError(400, 'missing Neon-Connection-String header');
+  if (!value) throw new HttpError(400, "missing Neon-Connection-String header");
   let url: URL;
   try {
     // Swap the scheme for http: so URL parses it as a special (host-based) URL, like the driver does.
     const scheme = new URL(value).protocol;
-    if (scheme !== 'postgres:' && scheme !== 'postgresql:') throw new Error('bad scheme');
-    url = new URL('http:' + value.slice(scheme.length));
+    if (scheme !== "postgres:" && scheme !== "postgresql:") throw new Error("bad scheme");
+    url = new URL("http:" + value.slice(scheme.length));
   } catch {
-    throw new HttpError(400, 'Neon-Connection-String is not a valid postgres:// URL');
+    throw new HttpError(400, "Neon-Connection-String is not a valid postgres:// URL");
   }
   const user = decodeURIComponent(url.username);
-  const database = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  if (!user || !database) throw new HttpError(400, 'connection string must include user and database');
+  const database = decodeURIComponent(url.pathname.replace(/^\//, ""));
+  if (!user || !database) throw new HttpError(400, "connection string must include user and database");
   return {
     user,
     database,
     password: decodeURIComponent(url.password),
-    applicationName: url.searchParams.get('application_name') ?? undefined,
+    applicationName: url.searchParams.get("application_name") ?? undefined,
   };
 }
 
@@ -402,31 +417,47 @@ function parseConnectionString(value: string | undefined) {
 // to JSON natively (pg_text_to_json in proxy/src/serverless/json.rs). The
 // driver always asks for raw text, so this is a best-effort approximation.
 const ARRAY_ELEMENT_OIDS: Record<number, number> = {
-  1000: 16, 1005: 21, 1007: 23, 1021: 700, 1022: 701, 199: 114, 3807: 3802,
-  1009: 25, 1015: 1043, 1016: 20, 1231: 1700, 1115: 1114, 1185: 1184, 1182: 1082, 2951: 2950,
+  1000: 16,
+  1005: 21,
+  1007: 23,
+  1021: 700,
+  1022: 701,
+  199: 114,
+  3807: 3802,
+  1009: 25,
+  1015: 1043,
+  1016: 20,
+  1231: 1700,
+  1115: 1114,
+  1185: 1184,
+  1182: 1082,
+  2951: 2950,
 };
 // pg's text[] (oid 1009) parser splits any array literal into nested strings/nulls.
-const parseTextArray = (pg.types.getTypeParser as (oid: number, format: 'text') => (value: string) => unknown[])(
-  1009,
-  'text',
-);
+const parseTextArray = (pg.types.getTypeParser as (oid: number, format: "text") => (value: string) => unknown[])(1009, "text");
 
 function textToJson(value: string, oid: number): unknown {
   const element = ARRAY_ELEMENT_OIDS[oid];
   if (element !== undefined) {
-    const convert = (v: unknown): unknown =>
-      Array.isArray(v) ? v.map(convert) : v === null ? null : textToJson(String(v), element);
+    const convert = (v: unknown): unknown => (Array.isArray(v) ? v.map(convert) : v === null ? null : textToJson(String(v), element));
     return convert(parseTextArray(value));
   }
   switch (oid) {
-    case 16: return value === 't';
-    case 21: case 23: return Number.parseInt(value, 10);
-    case 700: case 701: {
+    case 16:
+      return value === "t";
+    case 21:
+    case 23:
+      return Number.parseInt(value, 10);
+    case 700:
+    case 701: {
       const n = Number.parseFloat(value);
       return Number.isFinite(n) ? n : value; // NaN/Infinity stay strings
     }
-    case 114: case 3802: return JSON.parse(value) as unknown;
-    default: return value;
+    case 114:
+    case 3802:
+      return JSON.parse(value) as unknown;
+    default:
+      return value;
   }
 }
 
@@ -438,20 +469,15 @@ interface QueryOutput {
   rowCount: number | null;
 }
 
-async function runQuery(
-  client: pg.PoolClient,
-  data: QueryData,
-  rawText: boolean,
-  defaultArrayMode: boolean,
-): Promise<QueryOutput> {
+async function runQuery(client: pg.PoolClient, data: QueryData, rawText: boolean, defaultArrayMode: boolean): Promise<QueryOutput> {
   // queryMode 'extended' = always Parse/Bind/Execute, as Neon's query_raw_txt
   // does: one statement per query even without params (pg would otherwise use
   // the simple protocol, which accepts "a; b").
-  const config: pg.QueryArrayConfig & { queryMode: 'extended' } = {
+  const config: pg.QueryArrayConfig & { queryMode: "extended" } = {
     text: data.query,
     values: data.params,
-    rowMode: 'array',
-    queryMode: 'extended',
+    rowMode: "array",
+    queryMode: "extended",
   };
   const result = await client.query(config);
   const arrayMode = data.arrayMode ?? defaultArrayMode;
@@ -462,19 +488,17 @@ async function runQuery(
     columnID: f.columnID,
     dataTypeSize: f.dataTypeSize,
     dataTypeModifier: f.dataTypeModifier,
-    format: 'text',
+    format: "text",
   }));
   const rows = result.rows.map((row: Array<string | null>) => {
-    const values = rawText
-      ? row
-      : row.map((v, i) => (v === null ? null : textToJson(v, fields[i]!.dataTypeID)));
+    const values = rawText ? row : row.map((v, i) => (v === null ? null : textToJson(v, fields[i]!.dataTypeID)));
     return arrayMode ? values : Object.fromEntries(fields.map((f, i) => [f.name, values[i]]));
   });
   return {
     rowAsArray: arrayMode,
     fields,
     rows,
-    command: result.command ?? '',
+    command: result.command ?? "",
     rowCount: result.rowCount ?? null,
   };
 }
@@ -488,9 +512,9 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
     chunks.push(chunk);
   }
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+    return JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown;
   } catch {
-    throw new HttpError(400, 'request body is not valid JSON');
+    throw new HttpError(400, "request body is not valid JSON");
   }
 }
 
@@ -502,9 +526,9 @@ function header(req: IncomingMessage, name: string): string | undefined {
 function sendJson(res: ServerResponse, status: number, body: unknown, extraHeaders: Record<string, string> = {}) {
   const text = JSON.stringify(body);
   res.writeHead(status, {
-    'Content-Type': 'application/json',
-    'Content-Length': Buffer.byteLength(text),
-    'Access-Control-Allow-Origin': '*',
+    "Content-Type": "application/json",
+    "Content-Length": Buffer.byteLength(text),
+    "Access-Control-Allow-Origin": "*",
     ...extraHeaders,
   });
   res.end(text);
@@ -602,12 +626,12 @@ function statsSnapshot(stats: NeonProxyStats): NeonProxyStatsSnapshot {
 export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<NeonProxy> {
   const {
     port = 0,
-    host = '127.0.0.1',
-    pgHost = '127.0.0.1',
+    host = "127.0.0.1",
+    pgHost = "127.0.0.1",
     pgPort = 5432,
     useAddressPort = false,
     maxClientsPerKey = 5,
-    onError = (err: unknown) => console.error('[neon-proxy]', err),
+    onError = (err: unknown) => console.error("[neon-proxy]", err),
   } = options;
 
   const stats = createStats();
@@ -632,7 +656,7 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
     return waking;
   }
   function suspend(wakeMs: number): void {
-    if (!Number.isFinite(wakeMs) || wakeMs < 0) throw new RangeError('wakeMs must be a non-negative number');
+    if (!Number.isFinite(wakeMs) || wakeMs < 0) throw new RangeError("wakeMs must be a non-negative number");
     suspendedFor = wakeMs;
     // A suspending compute closes its connections.
     for (const { ws, socket } of tunnels) {
@@ -670,8 +694,8 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
       // pg.Pool reports idle-client errors on the pool, and a checked-out client
       // emits 'error' itself when nothing is listening. Either way it is discarded:
       // pg-pool never re-pools a client whose connection has ended.
-      pool.on('error', () => {});
-      pool.on('connect', (client) => client.on('error', () => {}));
+      pool.on("error", () => {});
+      pool.on("connect", (client) => client.on("error", () => {}));
       pools.set(key, pool);
     }
     return pool;
@@ -679,29 +703,29 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
 
   async function handleSql(req: IncomingMessage, res: ServerResponse): Promise<void> {
     stats.http.requests++;
-    const conn = parseConnectionString(header(req, 'Neon-Connection-String'));
+    const conn = parseConnectionString(header(req, "Neon-Connection-String"));
     // Like Neon: anything but exactly "true" is false.
-    const rawText = header(req, 'Neon-Raw-Text-Output') === 'true';
-    const arrayMode = header(req, 'Neon-Array-Mode') === 'true';
-    const isolationHeader = header(req, 'Neon-Batch-Isolation-Level');
-    const readOnly = header(req, 'Neon-Batch-Read-Only') === 'true';
-    const deferrable = header(req, 'Neon-Batch-Deferrable') === 'true';
+    const rawText = header(req, "Neon-Raw-Text-Output") === "true";
+    const arrayMode = header(req, "Neon-Array-Mode") === "true";
+    const isolationHeader = header(req, "Neon-Batch-Isolation-Level");
+    const readOnly = header(req, "Neon-Batch-Read-Only") === "true";
+    const deferrable = header(req, "Neon-Batch-Deferrable") === "true";
     // `Authorization: Bearer <jwt>` (neon(url, { authToken })) is accepted but
     // not verified: there is no pg_session_jwt / JWKS locally.
     const isolation = isolationHeader === undefined ? undefined : ISOLATION_LEVELS[isolationHeader];
     if (isolationHeader !== undefined && isolation === undefined) {
-      throw new HttpError(400, 'invalid isolation level');
+      throw new HttpError(400, "invalid isolation level");
     }
 
     const body = await readBody(req);
     const batch =
-      typeof body === 'object' && body !== null && Array.isArray((body as { queries?: unknown }).queries)
-        ? ((body as { queries: unknown[] }).queries.map(parseQueryData))
+      typeof body === "object" && body !== null && Array.isArray((body as { queries?: unknown }).queries)
+        ? (body as { queries: unknown[] }).queries.map(parseQueryData)
         : undefined;
     const single = batch ? undefined : parseQueryData(body);
     stats.http.statements += batch ? batch.length : 1;
     for (const q of batch ?? [single!]) {
-      stats.record({ at: Date.now(), via: 'http', user: conn.user, database: conn.database, text: q.query.slice(0, STATEMENT_TEXT_CHARS) });
+      stats.record({ at: Date.now(), via: "http", user: conn.user, database: conn.database, text: q.query.slice(0, STATEMENT_TEXT_CHARS) });
     }
 
     await awake();
@@ -713,7 +737,7 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
         try {
           const output = await runQuery(client, single, rawText, arrayMode);
           // e.g. a lone "BEGIN" or "SET ROLE" must not leak into the next request.
-          if (client.getTransactionStatus() !== 'I') releaseError = new Error('session not idle');
+          if (client.getTransactionStatus() !== "I") releaseError = new Error("session not idle");
           sendJson(res, 200, output);
         } catch (err) {
           if (!isUsableAfter(err)) releaseError = err instanceof Error ? err : new Error(String(err));
@@ -722,24 +746,22 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
         return;
       }
 
-      const modes = [isolation && `ISOLATION LEVEL ${isolation}`, readOnly && 'READ ONLY', deferrable && 'DEFERRABLE']
-        .filter(Boolean)
-        .join(', ');
+      const modes = [isolation && `ISOLATION LEVEL ${isolation}`, readOnly && "READ ONLY", deferrable && "DEFERRABLE"].filter(Boolean).join(", ");
       try {
         await client.query(`BEGIN ${modes}`);
         const results: QueryOutput[] = [];
         for (const q of batch!) results.push(await runQuery(client, q, rawText, arrayMode));
-        await client.query('COMMIT');
+        await client.query("COMMIT");
         // Echo the transaction settings like Neon does.
         const echo: Record<string, string> = {};
-        if (isolationHeader) echo['Neon-Batch-Isolation-Level'] = isolationHeader;
-        if (readOnly) echo['Neon-Batch-Read-Only'] = 'true';
-        if (deferrable) echo['Neon-Batch-Deferrable'] = 'true';
+        if (isolationHeader) echo["Neon-Batch-Isolation-Level"] = isolationHeader;
+        if (readOnly) echo["Neon-Batch-Read-Only"] = "true";
+        if (deferrable) echo["Neon-Batch-Deferrable"] = "true";
         sendJson(res, 200, { results }, echo);
       } catch (err) {
         if (isUsableAfter(err)) {
           // Leave the client reusable; if even ROLLBACK fails, drop it.
-          await client.query('ROLLBACK').catch((rollbackErr: Error) => (releaseError = rollbackErr));
+          await client.query("ROLLBACK").catch((rollbackErr: Error) => (releaseError = rollbackErr));
         } else {
           releaseError = err instanceof Error ? err : new Error(String(err));
         }
@@ -752,46 +774,46 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
   }
 
   const server = createServer((req, res) => {
-    const { pathname } = new URL(req.url ?? '/', 'http://localhost');
-    if (pathname === '/sql' && req.method === 'OPTIONS') {
+    const { pathname } = new URL(req.url ?? "/", "http://localhost");
+    if (pathname === "/sql" && req.method === "OPTIONS") {
       // CORS preflight, for the driver running in a browser page.
       res.writeHead(204, {
-        'Access-Control-Allow-Origin': '*',
-        'Access-Control-Allow-Methods': 'POST, OPTIONS',
-        'Access-Control-Allow-Headers':
-          'Authorization, Content-Type, Neon-Connection-String, Neon-Raw-Text-Output, Neon-Array-Mode, ' +
-          'Neon-Pool-Opt-In, Neon-Batch-Isolation-Level, Neon-Batch-Read-Only, Neon-Batch-Deferrable',
-        'Access-Control-Max-Age': '86400',
+        "Access-Control-Allow-Origin": "*",
+        "Access-Control-Allow-Methods": "POST, OPTIONS",
+        "Access-Control-Allow-Headers":
+          "Authorization, Content-Type, Neon-Connection-String, Neon-Raw-Text-Output, Neon-Array-Mode, " +
+          "Neon-Pool-Opt-In, Neon-Batch-Isolation-Level, Neon-Batch-Read-Only, Neon-Batch-Deferrable",
+        "Access-Control-Max-Age": "86400",
       });
       res.end();
       return;
     }
     // Counters for clients that cannot reach this process's memory (the workerd test suite
     // counts statements per API call here). Development/test only, like the whole proxy.
-    if (pathname === '/__stats' && req.method === 'GET') {
+    if (pathname === "/__stats" && req.method === "GET") {
       sendJson(res, 200, statsSnapshot(stats));
       return;
     }
-    if (pathname === '/__stats/reset' && req.method === 'POST') {
+    if (pathname === "/__stats/reset" && req.method === "POST") {
       stats.reset();
       sendJson(res, 200, statsSnapshot(stats));
       return;
     }
-    if (pathname === '/__stats/log' && req.method === 'GET') {
+    if (pathname === "/__stats/log" && req.method === "GET") {
       sendJson(res, 200, { statements: stats.log });
       return;
     }
-    if (pathname === '/__suspend' && req.method === 'POST') {
-      const wakeMs = Number(new URL(req.url ?? '/', 'http://localhost').searchParams.get('wake_ms') ?? '0');
+    if (pathname === "/__suspend" && req.method === "POST") {
+      const wakeMs = Number(new URL(req.url ?? "/", "http://localhost").searchParams.get("wake_ms") ?? "0");
       if (!Number.isInteger(wakeMs) || wakeMs < 0 || wakeMs > 600_000) {
-        sendJson(res, 400, { message: 'wake_ms must be an integer from 0 to 600000' });
+        sendJson(res, 400, { message: "wake_ms must be an integer from 0 to 600000" });
         return;
       }
       suspend(wakeMs);
       sendJson(res, 200, { suspended: true, wake_ms: wakeMs });
       return;
     }
-    if (pathname !== '/sql' || req.method !== 'POST') {
+    if (pathname !== "/sql" || req.method !== "POST") {
       sendJson(res, 404, { message: `not found: ${req.method} ${pathname} (use POST /sql or WebSocket /v1)` });
       return;
     }
@@ -808,23 +830,23 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   let nextConnectionId = 1;
 
-  server.on('upgrade', (req: IncomingMessage, rawSocket: Duplex, head: Buffer) => {
-    const url = new URL(req.url ?? '/', 'http://localhost');
+  server.on("upgrade", (req: IncomingMessage, rawSocket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? "/", "http://localhost");
     // /v1?address=host:port is what a string wsProxy produces; /v2 is the
     // driver's default path against Neon itself (no address parameter).
-    if (closing || (url.pathname !== '/v1' && url.pathname !== '/v2')) {
-      rawSocket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+    if (closing || (url.pathname !== "/v1" && url.pathname !== "/v2")) {
+      rawSocket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n");
       return;
     }
-    const address = url.searchParams.get('address') ?? '';
-    const addressPort = Number.parseInt(address.slice(address.lastIndexOf(':') + 1), 10);
+    const address = url.searchParams.get("address") ?? "";
+    const addressPort = Number.parseInt(address.slice(address.lastIndexOf(":") + 1), 10);
     const targetPort = useAddressPort && Number.isInteger(addressPort) ? addressPort : pgPort;
     wss.handleUpgrade(req, rawSocket, head, (ws) => pipe(ws, address, targetPort));
   });
 
   function pipe(ws: WebSocket, address: string, targetPort: number): void {
     const counter: FrontendMessageCounter = new FrontendMessageCounter((text) =>
-      stats.record({ at: Date.now(), via: 'ws', user: counter.user, database: counter.database, text }),
+      stats.record({ at: Date.now(), via: "ws", user: counter.user, database: counter.database, text }),
     );
     const connStats: WsConnectionStats = { id: nextConnectionId++, address, queries: 0, parses: 0, open: true };
     stats.track(connStats);
@@ -850,10 +872,10 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
         pending.push(chunk);
       } else if (!socket.write(chunk)) {
         ws.pause(); // backpressure: stop reading frames until PostgreSQL catches up
-        socket.once('drain', () => ws.resume());
+        socket.once("drain", () => ws.resume());
       }
     };
-    ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
+    ws.on("message", (data: Buffer | ArrayBuffer | Buffer[]) => {
       // binaryType is the default 'nodebuffer', so this is normally a Buffer already.
       const chunk = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
       counter.push(chunk);
@@ -865,8 +887,8 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
       connStats.database ??= counter.database;
       forward(chunk);
     });
-    ws.on('close', () => closeBoth(1000, ''));
-    ws.on('error', () => closeBoth(1011, 'websocket error'));
+    ws.on("close", () => closeBoth(1000, ""));
+    ws.on("error", () => closeBoth(1011, "websocket error"));
 
     void awake().then(() => {
       if (closed) return;
@@ -876,14 +898,14 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
       socket.setNoDelay(true);
       tunnel.socket = socket;
       for (const chunk of pending.splice(0)) forward(chunk);
-      socket.on('data', (chunk: Buffer) => {
+      socket.on("data", (chunk: Buffer) => {
         ws.send(chunk, { binary: true }, () => {
           if (socket.isPaused() && ws.bufferedAmount < WS_HIGH_WATER / 2) socket.resume();
         });
         if (ws.bufferedAmount > WS_HIGH_WATER) socket.pause();
       });
-      socket.on('close', () => closeBoth(1000, 'database connection closed'));
-      socket.on('error', (err) => closeBoth(1011, `database connection error: ${err.message}`.slice(0, 120)));
+      socket.on("close", () => closeBoth(1000, "database connection closed"));
+      socket.on("error", (err) => closeBoth(1011, `database connection error: ${err.message}`.slice(0, 120)));
     });
   }
 
@@ -892,7 +914,7 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
     stats.tcp.opened++;
     let seen = { queries: 0, parses: 0 };
     const counter: FrontendMessageCounter = new FrontendMessageCounter((text) =>
-      stats.record({ at: Date.now(), via: 'tcp', user: counter.user, database: counter.database, text }),
+      stats.record({ at: Date.now(), via: "tcp", user: counter.user, database: counter.database, text }),
     );
     const tunnel: { client: Socket; upstream?: Socket } = { client };
     tcpTunnels.add(tunnel);
@@ -911,19 +933,19 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
         pending.push(chunk);
       } else if (!upstream.write(chunk)) {
         client.pause();
-        upstream.once('drain', () => client.resume());
+        upstream.once("drain", () => client.resume());
       }
     };
     client.setNoDelay(true);
-    client.on('data', (chunk: Buffer) => {
+    client.on("data", (chunk: Buffer) => {
       counter.push(chunk);
       stats.tcp.queries += counter.queries - seen.queries;
       stats.tcp.parses += counter.parses - seen.parses;
       seen = { queries: counter.queries, parses: counter.parses };
       forward(chunk);
     });
-    client.on('close', closeBoth);
-    client.on('error', closeBoth);
+    client.on("close", closeBoth);
+    client.on("error", closeBoth);
     void awake().then(() => {
       if (closed) return;
       const upstream = netConnect({ host: pgHost, port: pgPort });
@@ -931,31 +953,31 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
       tunnel.upstream = upstream;
       for (const chunk of pending.splice(0)) forward(chunk);
       upstream.pipe(client);
-      upstream.on('close', closeBoth);
-      upstream.on('error', closeBoth);
+      upstream.on("close", closeBoth);
+      upstream.on("error", closeBoth);
     });
   }
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once("error", reject);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off("error", reject);
       resolve();
     });
   });
   const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('unexpected server address');
-  const hostForUrl = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  if (address === null || typeof address === "string") throw new Error("unexpected server address");
+  const hostForUrl = host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host;
   const url = `http://${hostForUrl}:${address.port}`;
 
   const tcpServer = options.tcp ? createTcpServer((socket) => tcpPipe(socket)) : undefined;
   let tcpPort: number | undefined;
   if (tcpServer) {
-    const wanted = typeof options.tcp === 'object' ? options.tcp.port : 0;
+    const wanted = typeof options.tcp === "object" ? options.tcp.port : 0;
     await new Promise<void>((resolve, reject) => {
-      tcpServer.once('error', reject);
+      tcpServer.once("error", reject);
       tcpServer.listen(wanted, host, () => {
-        tcpServer.off('error', reject);
+        tcpServer.off("error", reject);
         resolve();
       });
     });
@@ -999,12 +1021,12 @@ export async function startNeonProxy(options: NeonProxyOptions = {}): Promise<Ne
 
 async function main(): Promise<void> {
   const proxy = await startNeonProxy({
-    port: Number.parseInt(process.env.NEON_PROXY_PORT ?? '4444', 10),
-    host: process.env.NEON_PROXY_HOST ?? '127.0.0.1',
-    pgHost: process.env.PGHOST ?? '127.0.0.1',
-    pgPort: Number.parseInt(process.env.PGPORT ?? '5432', 10),
+    port: Number.parseInt(process.env.NEON_PROXY_PORT ?? "4444", 10),
+    host: process.env.NEON_PROXY_HOST ?? "127.0.0.1",
+    pgHost: process.env.PGHOST ?? "127.0.0.1",
+    pgPort: Number.parseInt(process.env.PGPORT ?? "5432", 10),
   });
-  const pgTarget = `${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? '5432'}`;
+  const pgTarget = `${process.env.PGHOST ?? "127.0.0.1"}:${process.env.PGPORT ?? "5432"}`;
   console.log(`Neon proxy listening on ${proxy.url} -> PostgreSQL at ${pgTarget}
 
 Connection string (host is ignored, every connection goes to ${pgTarget};
@@ -1028,8 +1050,8 @@ Driver settings (or call configureNeonForLocalProxy(neonConfig, '${proxy.url}'))
       },
     );
   };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -13,21 +13,7 @@
  *   that precision makes a route read back byte-identical for the settlement fence check.
  */
 import { sql } from "drizzle-orm";
-import {
-  bigint,
-  boolean,
-  check,
-  foreignKey,
-  index,
-  integer,
-  json,
-  jsonb,
-  pgTable,
-  primaryKey,
-  text,
-  timestamp,
-  unique,
-} from "drizzle-orm/pg-core";
+import { bigint, boolean, check, foreignKey, index, integer, json, jsonb, pgTable, primaryKey, text, timestamp, unique } from "drizzle-orm/pg-core";
 
 const ms = (name: string) => timestamp(name, { withTimezone: true, precision: 3, mode: "string" });
 const revision = (name: string) => bigint(name, { mode: "number" });
@@ -302,9 +288,7 @@ export const connectorReplicas = pgTable(
     // The registry reader finds a connector host's own replicas (never updated: HOT still applies).
     index("aip_connector_replicas_peer_idx").on(t.peerPrincipalId),
     // Lease maintenance finds expired live replicas without scanning the fleet.
-    index("aip_connector_replicas_lease_idx")
-      .on(t.leaseExpiresAt, t.replicaId)
-      .where(sql`status <> 'offline'`),
+    index("aip_connector_replicas_lease_idx").on(t.leaseExpiresAt, t.replicaId).where(sql`status <> 'offline'`),
     check("aip_connector_replicas_status", sql`${t.status} IN ('ready', 'draining', 'offline')`),
     check("aip_connector_replicas_capacity", sql`${t.capacity} > 0`),
     check("aip_connector_replicas_active", sql`${t.activeAssignments} >= 0 AND ${t.activeAssignments} <= ${t.capacity}`),

@@ -60,7 +60,12 @@ export async function buildWorkerBundle(outdir = "dist/worker", cwd = process.cw
   const violations: string[] = [];
   for (const [path, { bytesInOutput }] of Object.entries(output.inputs)) {
     const inModules = path.split("node_modules/").pop() as string;
-    const name = path.includes("node_modules/") ? inModules.split("/").slice(0, inModules.startsWith("@") ? 2 : 1).join("/") : "src";
+    const name = path.includes("node_modules/")
+      ? inModules
+          .split("/")
+          .slice(0, inModules.startsWith("@") ? 2 : 1)
+          .join("/")
+      : "src";
     packages.set(name, (packages.get(name) ?? 0) + bytesInOutput);
     for (const [pattern, what] of FORBIDDEN_INPUTS) if (pattern.test(path)) violations.push(`${what}: ${path}`);
   }

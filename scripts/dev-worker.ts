@@ -93,7 +93,9 @@ export async function devReplica(fleetFile: string, replicaId?: string): Promise
   const replicas = fleet.replicas.map((replica) => ({ id: replica.id, peerPrincipalId: replica.peer_principal_id }));
   const replica = replicaId ? replicas.find((candidate) => candidate.id === replicaId) : replicas[0];
   if (!replica?.peerPrincipalId) {
-    throw new Error(`no replica ${replicaId ?? ""} with a peer_principal_id in ${fleetFile} (DEV_REPLICA names one of: ${replicas.map((r) => r.id).join(", ")})`);
+    throw new Error(
+      `no replica ${replicaId ?? ""} with a peer_principal_id in ${fleetFile} (DEV_REPLICA names one of: ${replicas.map((r) => r.id).join(", ")})`,
+    );
   }
   return replica;
 }
@@ -110,7 +112,8 @@ function stopGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 async function main(): Promise<number> {
   const extra = process.argv.slice(2);
-  if (extra.some((arg) => arg === "--port" || arg.startsWith("--port="))) throw new Error("set the port with DEV_PORT=<port>, not --port: it is checked before anything starts");
+  if (extra.some((arg) => arg === "--port" || arg.startsWith("--port=")))
+    throw new Error("set the port with DEV_PORT=<port>, not --port: it is checked before anything starts");
   const port = Number(process.env.DEV_PORT ?? DEFAULT_DEV_PORT);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`DEV_PORT must be a port number, not ${process.env.DEV_PORT}`);
   await assertPortFree(port);
@@ -119,7 +122,11 @@ async function main(): Promise<number> {
 
   const ownerUrl = new URL(process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/aip_registry_dev");
   const rolePassword = await persistentSecret("dev-role-password");
-  const database = await prepareLocalWorkerDatabase(ownerUrl.toString(), { data: "aip_dev_data", control: "aip_dev_control", password: rolePassword }, console.log);
+  const database = await prepareLocalWorkerDatabase(
+    ownerUrl.toString(),
+    { data: "aip_dev_data", control: "aip_dev_control", password: rolePassword },
+    console.log,
+  );
   const { migration } = database;
   console.log(`schema version ${migration.schemaVersion}${migration.applied.length ? ` (applied ${migration.applied.join(", ")})` : ""}`);
 
@@ -137,8 +144,18 @@ async function main(): Promise<number> {
 
     const ttlSeconds = 30 * 24 * 3600;
     const admin = await mintToken(secret, { subject: "dev-operator", scopes: ["registry:admin", "fleet:read"], ttlSeconds });
-    const tenant = await mintToken(secret, { subject: "dev-gateway", tenantId: "tenant-a", scopes: ["catalog:read", "routes:write", "routes:read"], ttlSeconds });
-    const host = await mintToken(secret, { subject: replica.peerPrincipalId, peerPrincipalId: replica.peerPrincipalId, scopes: ["replicas:write"], ttlSeconds });
+    const tenant = await mintToken(secret, {
+      subject: "dev-gateway",
+      tenantId: "tenant-a",
+      scopes: ["catalog:read", "routes:write", "routes:read"],
+      ttlSeconds,
+    });
+    const host = await mintToken(secret, {
+      subject: replica.peerPrincipalId,
+      peerPrincipalId: replica.peerPrincipalId,
+      scopes: ["replicas:write"],
+      ttlSeconds,
+    });
     const url = `http://127.0.0.1:${port}`;
     console.log(
       [

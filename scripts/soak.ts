@@ -20,7 +20,16 @@ import pg from "pg";
 import { migrate } from "../src/db/migrate.js";
 import { withPgSession } from "../src/db/pg.js";
 import { crashRestart } from "../test/support/faults.js";
-import { DEFAULT_SHAPE, planArbitrary, runModel, summarize, waitForDatabase, type DisruptContext, type ModelEnv, type ModelReport } from "../test/support/model.js";
+import {
+  DEFAULT_SHAPE,
+  planArbitrary,
+  runModel,
+  summarize,
+  waitForDatabase,
+  type DisruptContext,
+  type ModelEnv,
+  type ModelReport,
+} from "../test/support/model.js";
 import { startPrivateServer } from "../test/support/private-server.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "../test/support/server.js";
 
@@ -66,7 +75,9 @@ async function externalTarget(adminUrl: string): Promise<Target> {
   };
   await withPgSession(url(), (session) => migrate(session));
   for (const [login, group] of Object.entries(LOGIN_ROLES)) {
-    await admin.query(`DO $$ BEGIN CREATE ROLE ${login} LOGIN PASSWORD '${TEST_ROLE_PASSWORD}' IN ROLE ${group}; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+    await admin.query(
+      `DO $$ BEGIN CREATE ROLE ${login} LOGIN PASSWORD '${TEST_ROLE_PASSWORD}' IN ROLE ${group}; EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
+    );
   }
   return {
     env: { ownerUrl: url(), dataUrl: url("aip_test_data"), controlUrl: url("aip_test_control") },
@@ -131,7 +142,9 @@ async function main() {
   const disrupt = disruptor(t);
   const reports: ModelReport[] = [];
   const started = Date.now();
-  console.log(`soak: ${shape.workers} parallel clients x ${shape.commandsPerWorker} commands per run, ${shape.tenants} tenants, faults ${faults}, seed ${seed}, until ${new Date(deadline).toISOString()}`);
+  console.log(
+    `soak: ${shape.workers} parallel clients x ${shape.commandsPerWorker} commands per run, ${shape.tenants} tenants, faults ${faults}, seed ${seed}, until ${new Date(deadline).toISOString()}`,
+  );
   let failed = false;
   try {
     for (let run = 0; Date.now() < deadline; run++) {

@@ -129,7 +129,9 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       registryError = new RegistryError(code, error.status === 415 ? "request bodies must be application/json" : error.message || "bad request");
     } else {
       // A bug: log it, never leak it.
-      console.error(JSON.stringify({ level: "error", msg: "unhandled error", request_id: c.get("requestId"), error: String((error as Error)?.stack ?? error) }));
+      console.error(
+        JSON.stringify({ level: "error", msg: "unhandled error", request_id: c.get("requestId"), error: String((error as Error)?.stack ?? error) }),
+      );
       registryError = new RegistryError("internal", "internal error");
     }
     return respond(c, registryError);

@@ -38,7 +38,8 @@ interface Command {
 const COMMANDS: Record<string, Command> = {
   migrate: {
     summary: "Apply pending migrations and install the SQL functions",
-    usage: "migrate [--database-url URL | --data-dir DIR] [--json]\n  SQL: --database-url, else CONTROL_DATABASE_URL or DATABASE_URL, else the embedded PGlite under DIR/pglite (default .data).",
+    usage:
+      "migrate [--database-url URL | --data-dir DIR] [--json]\n  SQL: --database-url, else CONTROL_DATABASE_URL or DATABASE_URL, else the embedded PGlite under DIR/pglite (default .data).",
     options: { "database-url": { type: "string" }, "data-dir": { type: "string" }, json: { type: "boolean" } },
     run: async (ctx) => (await import("./cli/server.js")).migrate(ctx),
   },

@@ -266,7 +266,13 @@ export class RegistryClient {
       problem = parsed;
     } catch {
       // Not from the registry (a proxy, a load balancer): keep the status, say what came back.
-      problem = { type: "about:blank", title: response.statusText || "HTTP error", status: response.status, detail: text.slice(0, 200) || `HTTP ${response.status}`, code: `http-${response.status}` };
+      problem = {
+        type: "about:blank",
+        title: response.statusText || "HTTP error",
+        status: response.status,
+        detail: text.slice(0, 200) || `HTTP ${response.status}`,
+        code: `http-${response.status}`,
+      };
     }
     return new RegistryProblem(problem, response);
   }

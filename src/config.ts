@@ -10,7 +10,13 @@ const flag = (fallback: boolean) =>
     .optional()
     .transform((v) => (v === undefined ? fallback : v === "true" || v === "1"));
 const int = (fallback: number, min: number, max: number) =>
-  z.coerce.number().int().min(min).max(max).optional().transform((v) => v ?? fallback);
+  z.coerce
+    .number()
+    .int()
+    .min(min)
+    .max(max)
+    .optional()
+    .transform((v) => v ?? fallback);
 /** A setting bounded in src/limits.ts: refused outside its range, its default when unset. */
 const bounded = (bound: L.RangeBound) => int(bound.default, bound.min, bound.max);
 const optionalString = z
@@ -36,12 +42,21 @@ export const ConfigSchema = z.object({
    * `data-plane`: no control credentials or pool, no migration: verifies the schema that the
    * control plane installed and answers every /v1/admin/* call with 403.
    */
-  REGISTRY_MODE: z.enum(["all", "data-plane"]).optional().transform((v) => v ?? "all"),
+  REGISTRY_MODE: z
+    .enum(["all", "data-plane"])
+    .optional()
+    .transform((v) => v ?? "all"),
   PORT: int(8787, 0, 65535),
-  HOST: z.string().optional().transform((v) => v ?? "127.0.0.1"),
+  HOST: z
+    .string()
+    .optional()
+    .transform((v) => v ?? "127.0.0.1"),
   /** Listen on a non-loopback HOST (behind a TLS-terminating proxy); refused otherwise (src/http/bind-check.ts). */
   ALLOW_NETWORK_BIND: flag(false),
-  DATA_DIR: z.string().optional().transform((v) => v ?? ".data"),
+  DATA_DIR: z
+    .string()
+    .optional()
+    .transform((v) => v ?? ".data"),
   MIGRATE_ON_START: flag(true),
   DB_POOL_MAX: bounded(L.DB_POOL_MAX),
   /** 0 sends no statement_timeout (poolers refuse startup parameters: set it on the login role). */

@@ -15,8 +15,7 @@ export type LeaseNotice =
 /** Told of every lease deadline; a returned promise is awaited after the response (Workers: waitUntil). */
 export type LeaseListener = (notice: LeaseNotice) => void | Promise<void>;
 
-const logFailure = (error: unknown) =>
-  console.error(JSON.stringify({ level: "error", msg: "lease deadline not delivered", error: String(error) }));
+const logFailure = (error: unknown) => console.error(JSON.stringify({ level: "error", msg: "lease deadline not delivered", error: String(error) }));
 
 /** Hands `notice` to `listener` without ever failing or delaying the request that learned it. */
 export function announceLease(c: Context, listener: LeaseListener | undefined, notice: LeaseNotice): void {

@@ -75,7 +75,9 @@ export function checkConfig(config: Config): void {
       throw new StartupError("REGISTRY_MODE=data-plane needs DATABASE_URL (the data role's URL): the embedded database has no separate control plane");
     }
     if (config.CONTROL_DATABASE_URL) {
-      throw new StartupError("REGISTRY_MODE=data-plane holds no control-plane credentials: unset CONTROL_DATABASE_URL (publish through a process or CLI that has the control role)");
+      throw new StartupError(
+        "REGISTRY_MODE=data-plane holds no control-plane credentials: unset CONTROL_DATABASE_URL (publish through a process or CLI that has the control role)",
+      );
     }
   }
   if (embedded && config.CATALOG_DATABASE_URL) {
@@ -198,7 +200,11 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
   const data = pgExecutor(dataPool);
   // Catalog reads on a read replica, when one is configured: a pool of its own, as the data role.
   const catalogPool = config.CATALOG_DATABASE_URL
-    ? createPgPool(config.CATALOG_DATABASE_URL, { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS, applicationName: "aip-registry-catalog" })
+    ? createPgPool(config.CATALOG_DATABASE_URL, {
+        max: config.DB_POOL_MAX,
+        statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+        applicationName: "aip-registry-catalog",
+      })
     : undefined;
   const catalog = catalogPool ? { catalog: pgExecutor(catalogPool) } : {};
   const catalogUsage = (): PoolUsage[] => (catalogPool ? [usage(catalogPool, "catalog")] : []);
@@ -378,7 +384,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   startServer().then(
     (running) => {
       const shutdown = () => {
-        running.close().then(() => process.exit(process.exitCode ?? 0), () => process.exit(1));
+        running.close().then(
+          () => process.exit(process.exitCode ?? 0),
+          () => process.exit(1),
+        );
       };
       process.once("SIGINT", shutdown);
       process.once("SIGTERM", shutdown);

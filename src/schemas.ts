@@ -66,9 +66,7 @@ export function replicaEndpointProblem(value: string): string | null {
   return null;
 }
 
-export const Label = z
-  .string()
-  .regex(/^[A-Za-z0-9._-]{1,128}$/, "must contain 1 to 128 ASCII letters, digits, dots, dashes or underscores");
+export const Label = z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, "must contain 1 to 128 ASCII letters, digits, dots, dashes or underscores");
 export const Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256: followed by 64 lowercase hex digits");
 export const Timestamp = z.string().openapi({ format: "date-time", example: "2026-12-01T10:15:30.123Z" });
 const Count = z.number().int().nonnegative();
@@ -236,7 +234,9 @@ export const RouteAssignment = z
     quota_policy_ref: z.string().nullable(),
     replica_health_revision: z.number().int(),
     fence_token: z.string().openapi({ description: "`route_` + UUIDv7: unique to this route; settlement must present it with the rest of the record." }),
-    admission: AdmissionSnapshot.openapi({ description: "The admission policy pinned at creation: retries reserve these scopes (plus `retry_scope`) under these limits." }),
+    admission: AdmissionSnapshot.openapi({
+      description: "The admission policy pinned at creation: retries reserve these scopes (plus `retry_scope`) under these limits.",
+    }),
     assigned_at: Timestamp,
   })
   .openapi("RouteAssignment", {
@@ -257,7 +257,9 @@ export const SettlementRequest = z
   .object({
     // Kept exactly as sent (unknown and `__proto__` members included): the registry compares it,
     // whole, with the pinned route, and any difference is fence-lost.
-    assignment: asReceived(z.looseObject({ action_id: z.string(), fence_token: z.string() })).openapi({ description: "The RouteAssignment exactly as returned by PUT or GET." }),
+    assignment: asReceived(z.looseObject({ action_id: z.string(), fence_token: z.string() })).openapi({
+      description: "The RouteAssignment exactly as returned by PUT or GET.",
+    }),
     outcome: SettlementOutcome,
   })
   .strict()
@@ -305,9 +307,7 @@ export const CatalogPage = z
   .openapi("CatalogPage");
 export type CatalogPage = z.infer<typeof CatalogPage>;
 
-export const CatalogEntry = z
-  .object({ catalog_revision: Revision, definition: CapabilityDefinition })
-  .openapi("CatalogEntry");
+export const CatalogEntry = z.object({ catalog_revision: Revision, definition: CapabilityDefinition }).openapi("CatalogEntry");
 export type CatalogEntry = z.infer<typeof CatalogEntry>;
 
 /**
@@ -325,7 +325,11 @@ export const CatalogQuery = z.object({
     .refine((s) => utf8Bytes(s) <= 512, "must be at most 512 bytes")
     .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .optional()
-    .openapi({ maxLength: 512, description: "Case-insensitive literal substring of \"id name description\" (`%` and `_` are ordinary characters); trimmed, blank means no filter. At most 512 bytes of UTF-8." }),
+    .openapi({
+      maxLength: 512,
+      description:
+        'Case-insensitive literal substring of "id name description" (`%` and `_` are ordinary characters); trimmed, blank means no filter. At most 512 bytes of UTF-8.',
+    }),
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
   cursor: z
@@ -339,7 +343,9 @@ export const CatalogQuery = z.object({
     .min(1)
     .transform((value) => clampPage(value, CATALOG_PAGE_BYTES))
     .optional()
-    .openapi({ description: `Page byte budget (canonical JSON of the definitions); at most ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB, the default (larger asks get the maximum). Smaller than the next definition: 400.` }),
+    .openapi({
+      description: `Page byte budget (canonical JSON of the definitions); at most ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB, the default (larger asks get the maximum). Smaller than the next definition: 400.`,
+    }),
 });
 
 // Replica lifecycle -----------------------------------------------------------------------------
@@ -348,14 +354,18 @@ export type LifecycleOperation = z.infer<typeof LifecycleOperation>;
 
 export const LifecycleRequest = z
   .object({
-    request_id: Id().openapi({ description: "Idempotency key: replaying the replica's last request answers the same; reusing it with another payload is a 409." }),
+    request_id: Id().openapi({
+      description: "Idempotency key: replaying the replica's last request answers the same; reusing it with another payload is a 409.",
+    }),
     previous_sequence: z
       .number()
       .int()
       .min(0)
       .max(Number.MAX_SAFE_INTEGER)
       .optional()
-      .openapi({ description: "The sequence of the host's last answer. Required for heartbeat, drain and offline; register needs it only to re-register a live replica." }),
+      .openapi({
+        description: "The sequence of the host's last answer. Required for heartbeat, drain and offline; register needs it only to re-register a live replica.",
+      }),
     lease_ttl_ms: z
       .number()
       .int()
@@ -396,7 +406,8 @@ export const Attestation = boundedNesting(
   z.looseObject({
     artifact_digest: Digest,
     schema_bundle_digest: Digest.openapi({
-      description: "SHA-256 of the canonical `{\"schemas\": [{capability_id, input, output}, ...]}` of the manifest's capabilities, in manifest order; verified at admission.",
+      description:
+        'SHA-256 of the canonical `{"schemas": [{capability_id, input, output}, ...]}` of the manifest\'s capabilities, in manifest order; verified at admission.',
     }),
     sbom_digest: Digest,
     provenance_digest: Digest,
@@ -406,7 +417,7 @@ export const Attestation = boundedNesting(
     signature_ref: Id(512),
     signer_identity: Id(512),
     owner: Id(512).openapi({ description: "Must equal the connector type's owner." }),
-    supported_aip_versions: z.array(z.string()).openapi({ description: "Must contain \"1.0\"." }),
+    supported_aip_versions: z.array(z.string()).openapi({ description: 'Must contain "1.0".' }),
     sdk_version_requirement: Id(256).openapi({
       description: "A Cargo-style semver requirement (e.g. `^1.0`); it must include this registry's SDK version, 1.0.0.",
       example: "^1.0",
@@ -468,7 +479,8 @@ export const Change = z
         op: z.literal("set_version_qualification"),
         id: Id(),
         supply_chain_qualified: z.boolean().openapi({
-          description: "false revokes the version's supply-chain qualification (it leaves every catalog and takes no route); true restores it after re-checking the stored evidence.",
+          description:
+            "false revokes the version's supply-chain qualification (it leaves every catalog and takes no route); true restores it after re-checking the stored evidence.",
         }),
         reason: Id(1024).nullable().optional(),
       })
@@ -527,7 +539,10 @@ export const Change = z
             const problem = replicaEndpointProblem(value);
             if (problem) ctx.addIssue({ code: "custom", message: problem });
           })
-          .openapi({ description: "An absolute http(s) URL with a host, without credentials, query or fragment.", example: "https://crm-euw1a.hosts.example/aip/v1/messages" }),
+          .openapi({
+            description: "An absolute http(s) URL with a host, without credentials, query or fragment.",
+            example: "https://crm-euw1a.hosts.example/aip/v1/messages",
+          }),
         peer_principal_id: Id(512),
         peer_principal_kind: Id(128),
         peer_did: Id(1024),
@@ -568,9 +583,7 @@ export const PublicationResult = z
     catalog_revision: Revision,
     changed: Count,
     dry_run: z.boolean(),
-    results: z.array(
-      z.looseObject({ op: z.string(), outcome: z.enum(["created", "updated", "unchanged"]), id: z.string().optional() }),
-    ),
+    results: z.array(z.looseObject({ op: z.string(), outcome: z.enum(["created", "updated", "unchanged"]), id: z.string().optional() })),
   })
   .openapi("PublicationResult", {
     example: {
@@ -753,7 +766,11 @@ export const Readiness = z
     schema_version: z.number().int().nullable(),
     functions_checksum: z.string().nullable(),
     catalog_revision: z.number().int().nullable(),
-    statement_timeout: z.string().nullable().optional().openapi({ description: "The data role's statement_timeout; \"0\" means statements are unbounded: set it on the login role." }),
+    statement_timeout: z
+      .string()
+      .nullable()
+      .optional()
+      .openapi({ description: 'The data role\'s statement_timeout; "0" means statements are unbounded: set it on the login role.' }),
   })
   .openapi("Readiness");
 export type Readiness = z.infer<typeof Readiness>;

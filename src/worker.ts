@@ -84,10 +84,22 @@ const WorkerConfigSchema = ConfigSchema.pick({
   LEASE_MAINTENANCE_INTERVAL_MS: true,
 })
   .extend({
-    NEON_TRANSPORT: z.enum(["http", "websocket"]).optional().transform((v): NeonTransport => v ?? "http"),
-    NEON_HTTP_TIMEOUT_MS: z.coerce.number().int().min(NEON_HTTP_TIMEOUT_MS.min).max(NEON_HTTP_TIMEOUT_MS.max).optional().transform((v) => v ?? NEON_HTTP_TIMEOUT_MS.default),
+    NEON_TRANSPORT: z
+      .enum(["http", "websocket"])
+      .optional()
+      .transform((v): NeonTransport => v ?? "http"),
+    NEON_HTTP_TIMEOUT_MS: z.coerce
+      .number()
+      .int()
+      .min(NEON_HTTP_TIMEOUT_MS.min)
+      .max(NEON_HTTP_TIMEOUT_MS.max)
+      .optional()
+      .transform((v) => v ?? NEON_HTTP_TIMEOUT_MS.default),
     NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
-    CATALOG_CACHE: z.enum(["true", "false"]).optional().transform((v) => v !== "false"),
+    CATALOG_CACHE: z
+      .enum(["true", "false"])
+      .optional()
+      .transform((v) => v !== "false"),
   })
   .refine((config) => config.DATABASE_URL, { path: ["DATABASE_URL"], message: "is required (the data role's connection string)" });
 
@@ -199,7 +211,9 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
     }
     if (parsed.data.LEASE_MAINTENANCE_INTERVAL_MS > 0 && !env.LEASE_CLOCK) {
       // Without it no lease would ever be expired: refuse, as for any missing binding.
-      throw new Error("LEASE_CLOCK: the lease clock's Durable Object binding is missing (see wrangler.toml); LEASE_MAINTENANCE_INTERVAL_MS=0 runs without lease maintenance");
+      throw new Error(
+        "LEASE_CLOCK: the lease clock's Durable Object binding is missing (see wrangler.toml); LEASE_MAINTENANCE_INTERVAL_MS=0 runs without lease maintenance",
+      );
     }
     if (parsed.data.NEON_LOCAL_PROXY) pointNeonAtLocalProxy(neonConfig, parsed.data.NEON_LOCAL_PROXY);
     runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string }, env.LEASE_CLOCK);

@@ -26,12 +26,17 @@ async function startEmbedded(): Promise<{ info: PgServerInfo; stop: () => Promis
   const server = await startEmbeddedServer({
     dirPrefix: "aip-registry-pg-",
     postgresFlags: [
-      "-c", "max_connections=300",
-      "-c", "shared_buffers=256MB",
+      "-c",
+      "max_connections=300",
+      "-c",
+      "shared_buffers=256MB",
       // A test server: durability across an OS crash is not under test.
-      "-c", "fsync=off",
-      "-c", "full_page_writes=off",
-      "-c", "synchronous_commit=off",
+      "-c",
+      "fsync=off",
+      "-c",
+      "full_page_writes=off",
+      "-c",
+      "synchronous_commit=off",
     ],
   });
   return {
@@ -85,10 +90,10 @@ export default async function setup(project: TestProject) {
     const admin = new pg.Client({ connectionString: info.adminUrl });
     admin.on("error", () => {});
     await admin.connect();
-    const { rows: databases } = await admin.query<{ datname: string }>(
-      "SELECT datname FROM pg_database WHERE datname LIKE $1 OR datname = $2",
-      [`aip\\_t\\_${run}\\_%`, info.template],
-    );
+    const { rows: databases } = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE $1 OR datname = $2", [
+      `aip\\_t\\_${run}\\_%`,
+      info.template,
+    ]);
     for (const { datname } of databases) {
       await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => {});
     }

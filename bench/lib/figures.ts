@@ -100,14 +100,23 @@ export async function invariants(registry: Registry): Promise<string> {
 const fixed = (n: number, d = 1) => n.toFixed(d);
 
 export function describe(f: Figure): string {
-  const errors = Object.entries(f.errors).map(([code, n]) => `${code}=${n}`).join(" ");
-  const waits = Object.entries(f.observation?.waits ?? {}).slice(0, 3).map(([w, n]) => `${w} ${n}`).join(", ");
+  const errors = Object.entries(f.errors)
+    .map(([code, n]) => `${code}=${n}`)
+    .join(" ");
+  const waits = Object.entries(f.observation?.waits ?? {})
+    .slice(0, 3)
+    .map(([w, n]) => `${w} ${n}`)
+    .join(", ");
   return [
     `  ${f.suite}/${f.name} [${f.target}] c=${f.concurrency} pool=${f.pool}:`,
     `${fixed(f.throughput)} ops/s`,
     `p50 ${fixed(f.latency.p50)} p95 ${fixed(f.latency.p95)} p99 ${fixed(f.latency.p99)} ms`,
     f.walBytesPerOp !== undefined ? `WAL ${f.walBytesPerOp.toFixed(0)} B/op` : "",
-    f.ratios ? `(${Object.entries(f.ratios).map(([name, r]) => `${r.toFixed(2)}x ${name}`).join(", ")})` : "",
+    f.ratios
+      ? `(${Object.entries(f.ratios)
+          .map(([name, r]) => `${r.toFixed(2)}x ${name}`)
+          .join(", ")})`
+      : "",
     errors ? `errors: ${errors}` : "",
     waits ? `waits: ${waits}` : "",
     f.observation?.machineCpuPct != null ? `cpu ${f.observation.machineCpuPct}%` : "",

@@ -70,16 +70,16 @@ export async function observe(adminUrl: string, database: string): Promise<Obser
       await loop.catch(() => {});
       let walBytes: number | undefined;
       if (lsn0) {
-        const { rows } = await client.query<{ bytes: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS bytes", [lsn0]).catch(() => ({ rows: [] as { bytes: string }[] }));
+        const { rows } = await client
+          .query<{ bytes: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS bytes", [lsn0])
+          .catch(() => ({ rows: [] as { bytes: string }[] }));
         if (rows[0]) walBytes = Number(rows[0].bytes);
       }
       await client.end().catch(() => {});
       const cpu1 = await cpuTimes();
       const used = process.cpuUsage(client0);
       const elapsedMs = performance.now() - t0;
-      const waits = Object.fromEntries(
-        [...totals.entries()].sort((a, b) => b[1] - a[1]).map(([w, n]) => [w, round(n / Math.max(samples, 1), 2)]),
-      );
+      const waits = Object.fromEntries([...totals.entries()].sort((a, b) => b[1] - a[1]).map(([w, n]) => [w, round(n / Math.max(samples, 1), 2)]));
       return {
         waits,
         machineCpuPct: cpu0 && cpu1 && cpu1.total > cpu0.total ? round((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total), 1) : null,

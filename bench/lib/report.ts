@@ -102,14 +102,19 @@ function summary(r: Results): string[] {
   if (pglite) lines.push(`- Embedded PGlite: ${n(pglite.throughput)} cycles/s single-session, p99 ${n(pglite.latency.p99)} ms.`);
 
   lines.push("", "Against the reference's acceptance (500 concurrent new routes; catalog pages):", "");
-  lines.push("| target | new routes/s at 500 | route p99 ms at 500 | catalog p99 ms | reference (>= 100/s, <= 3000 ms, <= 2000 ms) | 10x goal (>= 1000/s, <= 300 ms, <= 200 ms) |", "|---|--:|--:|--:|---|---|");
+  lines.push(
+    "| target | new routes/s at 500 | route p99 ms at 500 | catalog p99 ms | reference (>= 100/s, <= 3000 ms, <= 2000 ms) | 10x goal (>= 1000/s, <= 300 ms, <= 200 ms) |",
+    "|---|--:|--:|--:|---|---|",
+  );
   for (const resolve of r.figures.filter((f) => f.suite === "resolve" && f.concurrency === 500)) {
     // The catalog is measured on the main target only; other targets are judged on routing.
     const pages = catalog.filter((f) => f.target === resolve.target);
     const catalogP99 = Math.max(...pages.map((f) => f.latency.p99), 0);
     const meets = (goal: typeof REFERENCE) =>
       resolve.throughput >= goal.routesPerSecond && resolve.latency.p99 <= goal.routeP99Ms && catalogP99 <= goal.catalogP99Ms ? "met" : "NOT met";
-    lines.push(`| ${resolve.target} (${resolve.pool} conns) | ${n(resolve.throughput)} | ${n(resolve.latency.p99)} | ${pages.length ? n(catalogP99) : "-"} | ${meets(REFERENCE)} | ${meets(GOAL)} |`);
+    lines.push(
+      `| ${resolve.target} (${resolve.pool} conns) | ${n(resolve.throughput)} | ${n(resolve.latency.p99)} | ${pages.length ? n(catalogP99) : "-"} | ${meets(REFERENCE)} | ${meets(GOAL)} |`,
+    );
   }
   return lines;
 }
@@ -123,13 +128,21 @@ export function markdown(r: Results): string {
     "",
     "| server | version | settings | other sessions at start |",
     "|---|---|---|--:|",
-    ...r.servers.map((s) => `| ${s.label} | ${s.version.split(" on ")[0]} | ${Object.entries(s.settings).map(([k, v]) => `${k}=${v}`).join(", ")} | ${s.otherSessions} |`),
+    ...r.servers.map(
+      (s) =>
+        `| ${s.label} | ${s.version.split(" on ")[0]} | ${Object.entries(s.settings)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(", ")} | ${s.otherSessions} |`,
+    ),
     "",
     "Seeded fleets (set-based SQL as the owner, then ANALYZE):",
     "",
     "| target | replicas | bindings | tenants | types | seed s | analyze s |",
     "|---|--:|--:|--:|--:|--:|--:|",
-    ...r.seeds.map(({ target, seed }) => `| ${target} | ${seed.rows.replicas} | ${seed.rows.bindings} | ${seed.rows.tenants} | ${seed.rows.connector_types} | ${n(seed.seedMs / 1000)} | ${n(seed.analyzeMs / 1000)} |`),
+    ...r.seeds.map(
+      ({ target, seed }) =>
+        `| ${target} | ${seed.rows.replicas} | ${seed.rows.bindings} | ${seed.rows.tenants} | ${seed.rows.connector_types} | ${n(seed.seedMs / 1000)} | ${n(seed.analyzeMs / 1000)} |`,
+    ),
     "",
     ...summary(r),
     "",

@@ -158,7 +158,8 @@ export async function seedFleet(session: MigrationSession, scale: Scale): Promis
  */
 export async function seedRouteHistory(session: MigrationSession, limit: number): Promise<number> {
   await session.exec("BEGIN; SET LOCAL session_replication_role = replica");
-  const [row] = await session.query<{ n: number }>(`
+  const [row] = await session.query<{ n: number }>(
+    `
     WITH inserted AS (
       INSERT INTO aip_route_assignments (
         action_id, capability_id, tenant_id, instance_id, version_id, replica_id,
@@ -177,7 +178,9 @@ export async function seedRouteHistory(session: MigrationSession, limit: number)
       JOIN aip_connector_replicas r ON r.instance_id = i.instance_id
       LIMIT $1
       RETURNING 1)
-    SELECT count(*)::int AS n FROM inserted`, [limit]);
+    SELECT count(*)::int AS n FROM inserted`,
+    [limit],
+  );
   await session.exec("COMMIT; ANALYZE aip_route_assignments");
   return row?.n ?? 0;
 }
@@ -231,11 +234,14 @@ async function danglingReferences(session: MigrationSession): Promise<string[]> 
  * computes, so this proves the seeded definitions are exactly the published form.
  */
 export async function publishProbe(registry: Registry, session: MigrationSession): Promise<void> {
-  const rows = await session.query<{ capability: { id: string } }>(
-    "SELECT capability FROM aip_capability_definitions ORDER BY capability_id LIMIT 2",
-  );
+  const rows = await session.query<{ capability: { id: string } }>("SELECT capability FROM aip_capability_definitions ORDER BY capability_id LIMIT 2");
   await registry.publish([
     connectorType("ctype_bench_probe", "org:bench"),
-    await version("cver_bench_probe", "ctype_bench_probe", rows.map((r) => r.capability), { owner: "org:bench" }),
+    await version(
+      "cver_bench_probe",
+      "ctype_bench_probe",
+      rows.map((r) => r.capability),
+      { owner: "org:bench" },
+    ),
   ]);
 }

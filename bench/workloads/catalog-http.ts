@@ -40,7 +40,12 @@ async function startServer(db: BenchDatabase, env: Record<string, string>): Prom
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout! });
-  const [line] = (await Promise.race([once(lines, "line"), once(child, "exit").then(() => { throw new Error("catalog HTTP server exited before listening"); })])) as [string];
+  const [line] = (await Promise.race([
+    once(lines, "line"),
+    once(child, "exit").then(() => {
+      throw new Error("catalog HTTP server exited before listening");
+    }),
+  ])) as [string];
   return { url: (JSON.parse(line) as { url: string }).url, child };
 }
 
@@ -108,7 +113,14 @@ export async function runCatalogHttp(
       errors: { ...failures, ...(result.errors ? { socket: result.errors } : {}) },
       seconds: result.duration,
       throughput: result.requests.total / result.duration,
-      latency: { count: result.requests.total, mean: result.latency.average, p50: result.latency.p50, p95: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
+      latency: {
+        count: result.requests.total,
+        mean: result.latency.average,
+        p50: result.latency.p50,
+        p95: result.latency.p90,
+        p99: result.latency.p99,
+        max: result.latency.max,
+      },
       observation,
       note: `autocannon request latency; p95 column shows p90${options.note ? `; ${options.note}` : ""}`,
     });
@@ -172,7 +184,10 @@ export async function runCatalogHttp(
       phases: async (url) => {
         const health = await phase(url, "GET /healthz (HTTP no-op, staleness server)", [{ path: "/healthz", token: "" }], { expect: 200 });
         const { first } = await collect(url);
-        relate(await phase(url, `first page, cache warm, staleness 5 s (limit ${PAGE})`, first, { expect: 200, note: "no statement within the staleness bound" }), health);
+        relate(
+          await phase(url, `first page, cache warm, staleness 5 s (limit ${PAGE})`, first, { expect: 200, note: "no statement within the staleness bound" }),
+          health,
+        );
       },
     },
     {

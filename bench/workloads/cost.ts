@@ -51,7 +51,11 @@ export async function backendCpuMs(pid: number): Promise<number | null> {
 
 /** Average WAL of `samples` calls of resolve (new), settle and reacquire, per operation. */
 async function walPerOperation(client: pg.Client, l: Layout, samples: number): Promise<Record<"resolve" | "settle" | "reacquire", Wal>> {
-  const totals = { resolve: { records: 0, fullPageImages: 0, bytes: 0 }, settle: { records: 0, fullPageImages: 0, bytes: 0 }, reacquire: { records: 0, fullPageImages: 0, bytes: 0 } };
+  const totals = {
+    resolve: { records: 0, fullPageImages: 0, bytes: 0 },
+    settle: { records: 0, fullPageImages: 0, bytes: 0 },
+    reacquire: { records: 0, fullPageImages: 0, bytes: 0 },
+  };
   const explain = async (into: Wal, call: string, params: unknown[]) => {
     const { rows } = await client.query<{ "QUERY PLAN": [{ Plan: Record<string, number> }] }>(`EXPLAIN (ANALYZE, WAL, FORMAT JSON) SELECT ${call}`, params);
     const plan = rows[0]?.["QUERY PLAN"][0].Plan ?? {};
@@ -63,7 +67,12 @@ async function walPerOperation(client: pg.Client, l: Layout, samples: number): P
   for (let i = 0; i < samples; i++) {
     const pick = randomRoute(l);
     const action = `act_bench_wal_${i}_${Math.random().toString(36).slice(2)}`;
-    await explain(totals.resolve, "aip_resolve_route($1::text, $2::text, $3::text, $4::jsonb)", [action, pick.tenant, pick.capability, { region: pick.region }]);
+    await explain(totals.resolve, "aip_resolve_route($1::text, $2::text, $3::text, $4::jsonb)", [
+      action,
+      pick.tenant,
+      pick.capability,
+      { region: pick.region },
+    ]);
     const { rows } = await client.query<{ r: { assignment: RouteAssignment } }>("SELECT aip_get_route($1, $2) AS r", [action, pick.tenant]);
     const assignment = rows[0]?.r.assignment;
     await explain(totals.settle, settleCall, [action, pick.tenant, assignment]);
@@ -76,7 +85,9 @@ async function walPerOperation(client: pg.Client, l: Layout, samples: number): P
 export async function measureCosts(db: BenchDatabase, l: Layout, operations = 300): Promise<Cost[]> {
   const client = new pg.Client({ connectionString: db.dataUrl, application_name: "aip-bench-cost" });
   await client.connect();
-  const executor = { query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) => (await client.query<R>(text, params as unknown[])).rows };
+  const executor = {
+    query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) => (await client.query<R>(text, params as unknown[])).rows,
+  };
   const registry = new Registry({ data: executor, control: executor });
   const pid = Number((await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid);
   const costs: Cost[] = [];

@@ -40,7 +40,12 @@ async function startServerProcess(db: BenchDatabase, poolMax: number): Promise<{
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout! });
-  const [line] = (await Promise.race([once(lines, "line"), once(child, "exit").then(() => { throw new Error("HTTP server exited before listening"); })])) as [string];
+  const [line] = (await Promise.race([
+    once(lines, "line"),
+    once(child, "exit").then(() => {
+      throw new Error("HTTP server exited before listening");
+    }),
+  ])) as [string];
   return { url: (JSON.parse(line) as { url: string }).url, child };
 }
 
@@ -74,20 +79,27 @@ async function httpAt(
   const { url, tokens, seconds, connections } = plan;
   // BENCH_HTTP_CYCLES_ONLY=1 leaves /healthz out (e.g. to profile the server on cycles alone).
   if (!process.env.BENCH_HTTP_CYCLES_ONLY) {
-  const health = await autocannon({ url: `${url}/healthz`, connections, duration: Math.max(1, Math.round(seconds / 2)) });
-  recorder.add({
-    suite: "http",
-    name: "GET /healthz (HTTP no-op)",
-    target: plan.target,
-    concurrency: connections,
-    pool: plan.poolMax,
-    ops: health.requests.total,
-    errors: health.non2xx ? { non2xx: health.non2xx } : {},
-    seconds: health.duration,
-    throughput: health.requests.total / health.duration,
-    latency: { count: health.requests.total, mean: health.latency.average, p50: health.latency.p50, p95: health.latency.p90, p99: health.latency.p99, max: health.latency.max },
-    note: "autocannon request latency; p95 column shows p90",
-  });
+    const health = await autocannon({ url: `${url}/healthz`, connections, duration: Math.max(1, Math.round(seconds / 2)) });
+    recorder.add({
+      suite: "http",
+      name: "GET /healthz (HTTP no-op)",
+      target: plan.target,
+      concurrency: connections,
+      pool: plan.poolMax,
+      ops: health.requests.total,
+      errors: health.non2xx ? { non2xx: health.non2xx } : {},
+      seconds: health.duration,
+      throughput: health.requests.total / health.duration,
+      latency: {
+        count: health.requests.total,
+        mean: health.latency.average,
+        p50: health.latency.p50,
+        p95: health.latency.p90,
+        p99: health.latency.p99,
+        max: health.latency.max,
+      },
+      note: "autocannon request latency; p95 column shows p90",
+    });
   }
 
   const run = (duration: number, cycles: Samples, failures: Record<string, number>) => {
@@ -149,7 +161,8 @@ async function httpAt(
   const serverCpu1 = await backendCpuMs(plan.serverPid);
   const observation = await observer.stop();
   // The Node server's own CPU (its process: HTTP, tokens, validation, JSON, the pg client) per cycle.
-  const serverCpu = serverCpu0 !== null && serverCpu1 !== null && cycles.count ? `; Node server CPU ${((serverCpu1 - serverCpu0) / cycles.count).toFixed(2)} ms/cycle` : "";
+  const serverCpu =
+    serverCpu0 !== null && serverCpu1 !== null && cycles.count ? `; Node server CPU ${((serverCpu1 - serverCpu0) / cycles.count).toFixed(2)} ms/cycle` : "";
   recorder.add({
     suite: "http",
     name: "PUT route + POST settlement cycle",

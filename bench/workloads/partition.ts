@@ -82,7 +82,16 @@ export async function runPartition(recorder: Recorder, server: Server, plan: Par
       seconds: Math.max(...measured.map((m) => m.seconds)),
       throughput: measured.reduce((sum, m) => sum + m.throughput, 0),
       latency: worse.latency,
-      ...(observations[0]?.walBytes !== undefined ? { walBytesPerOp: observations[0].walBytes / Math.max(1, measured.reduce((sum, m) => sum + m.ops, 0)) } : {}),
+      ...(observations[0]?.walBytes !== undefined
+        ? {
+            walBytesPerOp:
+              observations[0].walBytes /
+              Math.max(
+                1,
+                measured.reduce((sum, m) => sum + m.ops, 0),
+              ),
+          }
+        : {}),
       invariants: verdicts.every((v) => v === "healthy") ? "healthy" : verdicts.join("; "),
       note: "throughput summed over the two databases; latency percentiles of the slower partition",
     });

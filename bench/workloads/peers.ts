@@ -49,7 +49,15 @@ export async function measureWriteCeiling(recorder: Recorder, db: BenchDatabase,
     await recorder.measure(
       db,
       plan.target,
-      { suite: "ceiling", name: "one-row write", concurrency: plan.concurrency, pool: plan.pool, durationMs: plan.durationMs, warmupMs: 300, skipInvariants: true },
+      {
+        suite: "ceiling",
+        name: "one-row write",
+        concurrency: plan.concurrency,
+        pool: plan.pool,
+        durationMs: plan.durationMs,
+        warmupMs: 300,
+        skipInvariants: true,
+      },
       write,
     );
   } finally {

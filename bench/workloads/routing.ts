@@ -136,21 +136,33 @@ async function routingAt(recorder: Recorder, db: BenchDatabase, l: Layout, plan:
     const workers = Math.min(concurrency, held.length);
     const cursors = new Array<number>(workers).fill(0);
     const slices = Array.from({ length: workers }, (_, w) => held.filter((_, i) => i % workers === w));
-    await recorder.measure(db, plan.target, { ...spec("retry", "reacquire after settlement"), concurrency: workers }, async (w) => {
-      const slice = slices[w] as Held[];
-      const item = slice[(cursors[w] = (cursors[w] ?? 0) + 1) % slice.length] as Held;
-      const t0 = performance.now();
-      const result = await registry.resolveRoute(item.actionId, item.tenant, item.assignment.capability_id);
-      const elapsed = performance.now() - t0;
-      if (result.outcome !== "reacquired") throw new UnexpectedOutcome(`retry returned ${result.outcome}`);
-      await settle(registry, item);
-      return elapsed;
-    }, registry);
+    await recorder.measure(
+      db,
+      plan.target,
+      { ...spec("retry", "reacquire after settlement"), concurrency: workers },
+      async (w) => {
+        const slice = slices[w] as Held[];
+        const item = slice[(cursors[w] = (cursors[w] ?? 0) + 1) % slice.length] as Held;
+        const t0 = performance.now();
+        const result = await registry.resolveRoute(item.actionId, item.tenant, item.assignment.capability_id);
+        const elapsed = performance.now() - t0;
+        if (result.outcome !== "reacquired") throw new UnexpectedOutcome(`retry returned ${result.outcome}`);
+        await settle(registry, item);
+        return elapsed;
+      },
+      registry,
+    );
   }
 
   if (phases.has("cycle")) {
-    await recorder.measure(db, plan.target, spec("cycle", "resolve + settle"), async () => {
-      await settle(registry, await resolveNew(registry, l, `c${concurrency}`));
-    }, registry);
+    await recorder.measure(
+      db,
+      plan.target,
+      spec("cycle", "resolve + settle"),
+      async () => {
+        await settle(registry, await resolveNew(registry, l, `c${concurrency}`));
+      },
+      registry,
+    );
   }
 }

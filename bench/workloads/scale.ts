@@ -28,14 +28,22 @@ export async function runScale(
     const db = await freshDatabase(server, name);
     try {
       const seed = await db.withOwner((session) => seedFleet(session, { replicas, types: Math.min(1000, replicas), instancesPerTenant: 10 }));
-      plan.log(`  seeded ${replicas} replicas / ${seed.layout.bindings} bindings in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`);
+      plan.log(
+        `  seeded ${replicas} replicas / ${seed.layout.bindings} bindings in ${(seed.seedMs / 1000).toFixed(1)} s (+ ANALYZE ${(seed.analyzeMs / 1000).toFixed(1)} s)`,
+      );
       const { registry } = await db.registry(plan.pool);
       // closePools (below) closes this pool with the database.
       await warmUp(registry, seed.layout, plan.pool, plan.warmRounds);
       const cycle = await recorder.measure(
         db,
         plan.target,
-        { suite: "scale", name: `${replicas} replicas / ${seed.layout.bindings} bindings`, concurrency: plan.concurrency, pool: plan.pool, durationMs: plan.durationMs },
+        {
+          suite: "scale",
+          name: `${replicas} replicas / ${seed.layout.bindings} bindings`,
+          concurrency: plan.concurrency,
+          pool: plan.pool,
+          durationMs: plan.durationMs,
+        },
         async () => settle(registry, await resolveNew(registry, seed.layout, `s${replicas}`)),
         registry,
       );

@@ -50,7 +50,16 @@ export type CatalogOutcome =
 
 /** The exact cache key of a page request: the tenant and every query member, unambiguously. */
 export function pageKey(tenantId: string | null, query: CatalogQuery): string {
-  return JSON.stringify(["page", tenantId, query.q ?? null, query.capability_id ?? null, query.profile ?? null, query.limit ?? null, query.max_bytes ?? null, query.cursor ?? null]);
+  return JSON.stringify([
+    "page",
+    tenantId,
+    query.q ?? null,
+    query.capability_id ?? null,
+    query.profile ?? null,
+    query.limit ?? null,
+    query.max_bytes ?? null,
+    query.cursor ?? null,
+  ]);
 }
 
 export function definitionKey(tenantId: string | null, capabilityId: string): string {
@@ -204,7 +213,11 @@ export class CatalogServer {
     const cached = await this.options.cache?.get(key);
 
     // Within the staleness bound, and never for a cursor newer than what is cached: no statement.
-    if (cached && (fromRevision === undefined || fromRevision === cached.revision) && this.confirmed.current(cached.revision, this.now(), this.options.maxStalenessMs ?? 0)) {
+    if (
+      cached &&
+      (fromRevision === undefined || fromRevision === cached.revision) &&
+      this.confirmed.current(cached.revision, this.now(), this.options.maxStalenessMs ?? 0)
+    ) {
       if (validator === "any" || validator === cached.revision) return { status: 304, revision: cached.revision, etag: etag(cached.revision), cache: "hit" };
       return { status: 200, revision: cached.revision, etag: etag(cached.revision), body: cached.body, cache: "hit" };
     }

@@ -85,8 +85,7 @@ function counts(records: RecordResult[]) {
 
 /** Names the fleet-file record of a refused change: `changes[7]` means nothing to an operator. */
 function locate(error: unknown, plan: FleetPlan): unknown {
-  const index =
-    error instanceof RegistryProblem ? error.problem.change_index : error instanceof RegistryError ? error.extensions.change_index : undefined;
+  const index = error instanceof RegistryProblem ? error.problem.change_index : error instanceof RegistryError ? error.extensions.change_index : undefined;
   if (typeof index !== "number") return error;
   const record = plan.records[plan.recordOf[index] ?? -1];
   return record ? new Annotated(error, [`in ${record.origin}: ${label(record.kind)} ${record.key}`]) : error;
@@ -138,8 +137,26 @@ export async function apply(ctx: CommandContext): Promise<number> {
 
     const total = counts(records);
     if (values.json === true) {
-      const masked = records.map((r) => ({ ...r, ...(r.changes ? { changes: r.changes.map((c) => (SECRET_FIELDS.has(c.field) ? { field: c.field, changed: true } : c)) } : {}) }));
-      io.out(JSON.stringify({ file, target: backend.target, dry_run: dryRun, catalog_revision_before: before, catalog_revision: result.catalog_revision, changed: result.changed, ...total, records: masked }, null, 2));
+      const masked = records.map((r) => ({
+        ...r,
+        ...(r.changes ? { changes: r.changes.map((c) => (SECRET_FIELDS.has(c.field) ? { field: c.field, changed: true } : c)) } : {}),
+      }));
+      io.out(
+        JSON.stringify(
+          {
+            file,
+            target: backend.target,
+            dry_run: dryRun,
+            catalog_revision_before: before,
+            catalog_revision: result.catalog_revision,
+            changed: result.changed,
+            ...total,
+            records: masked,
+          },
+          null,
+          2,
+        ),
+      );
       return EXIT.ok;
     }
 

@@ -20,7 +20,6 @@ export const EXIT = {
   unavailable: 3,
 } as const;
 
-
 export interface Io {
   /** Results (tables, tokens, JSON): stdout. */
   out(text: string): void;

@@ -43,9 +43,7 @@ export const FleetFile = z
     fleet_format: z.literal(1).optional(),
     connector_types: z.array(variant("put_connector_type").omit({ op: true }).strict()).default([]),
     admission_policies: z.array(variant("put_admission_policy").omit({ op: true }).strict()).default([]),
-    versions: z
-      .array(variant("admit_version").omit({ op: true, manifest_digest: true }).extend({ manifest_digest: Digest.optional() }).strict())
-      .default([]),
+    versions: z.array(variant("admit_version").omit({ op: true, manifest_digest: true }).extend({ manifest_digest: Digest.optional() }).strict()).default([]),
     instances: z.array(variant("put_instance").omit({ op: true }).strict()).default([]),
     bindings: z.array(Binding).default([]),
     replicas: z.array(variant("put_replica").omit({ op: true }).strict()).default([]),
@@ -145,7 +143,10 @@ export async function planFleet(file: FleetFile): Promise<FleetPlan> {
     }
   });
   file.admission_policies.forEach((policy, i) => {
-    add({ kind: "admission_policy", key: policy.policy_ref, origin: `admission_policies[${i}]`, desired: { ...policy } }, { op: "put_admission_policy", ...policy });
+    add(
+      { kind: "admission_policy", key: policy.policy_ref, origin: `admission_policies[${i}]`, desired: { ...policy } },
+      { op: "put_admission_policy", ...policy },
+    );
   });
   for (const [i, version] of file.versions.entries()) {
     let digest = version.manifest_digest;

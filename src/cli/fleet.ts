@@ -18,7 +18,10 @@ export function renderStatus(status: FleetStatus, regions: FleetRegion[] | null,
       ["REPLICAS", "READY", "DRAINING", "OFFLINE", "EXPIRED LEASES", "OPEN CIRCUITS"],
       [[status.replicas, status.ready_replicas, status.draining_replicas, status.offline_replicas, status.expired_leases, status.open_circuits]],
     ),
-    table(["READY CAPACITY", "RESERVED", "USED"], [[status.ready_capacity, status.active_assignments, percent(status.active_assignments, status.ready_capacity)]]),
+    table(
+      ["READY CAPACITY", "RESERVED", "USED"],
+      [[status.ready_capacity, status.active_assignments, percent(status.active_assignments, status.ready_capacity)]],
+    ),
   ];
   if (regions?.length) {
     sections.push(
@@ -58,7 +61,8 @@ export async function doctor(ctx: CommandContext): Promise<number> {
     if (ready.status !== "ready" && ready.reason?.startsWith("schema not installed")) {
       // The invariant checker and the fleet status are functions of the schema it lacks: a
       // deployment step is missing (exit 1), not an outage to retry (exit 3).
-      if (ctx.values.json === true) io.out(JSON.stringify({ target: backend.target, healthy: false, readiness: ready, invariants: null, fleet: null, warnings }, null, 2));
+      if (ctx.values.json === true)
+        io.out(JSON.stringify({ target: backend.target, healthy: false, readiness: ready, invariants: null, fleet: null, warnings }, null, 2));
       else io.out(`${lines.join("\n")}\n\n1 problem, ${warnings} warnings`);
       return EXIT.failed;
     }
@@ -71,7 +75,10 @@ export async function doctor(ctx: CommandContext): Promise<number> {
 
     const fleet = await backend.fleetStatus();
     if (fleet.expired_leases > 0) {
-      check("warn", `${fleet.expired_leases} replica ${fleet.expired_leases === 1 ? "lease has" : "leases have"} expired without being marked offline (lease maintenance is behind; run \`aip-registry expire-leases\`)`);
+      check(
+        "warn",
+        `${fleet.expired_leases} replica ${fleet.expired_leases === 1 ? "lease has" : "leases have"} expired without being marked offline (lease maintenance is behind; run \`aip-registry expire-leases\`)`,
+      );
     }
     if (fleet.replicas > 0 && fleet.ready_replicas === 0) check("warn", "no replica is ready: no new route can be created");
     if (fleet.open_circuits > 0) check("warn", `${fleet.open_circuits} replica ${fleet.open_circuits === 1 ? "circuit is" : "circuits are"} open`);
@@ -86,7 +93,12 @@ export async function doctor(ctx: CommandContext): Promise<number> {
       io.out(lines.join("\n"));
       if (violations.length) {
         io.out("");
-        io.out(table(["VIOLATION", "DETAIL"], violations.map((v) => [v.kind, JSON.stringify(v.detail)])));
+        io.out(
+          table(
+            ["VIOLATION", "DETAIL"],
+            violations.map((v) => [v.kind, JSON.stringify(v.detail)]),
+          ),
+        );
       }
       io.out("");
       io.out(`${failures} ${failures === 1 ? "problem" : "problems"}, ${warnings} ${warnings === 1 ? "warning" : "warnings"}`);

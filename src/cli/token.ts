@@ -35,7 +35,9 @@ export async function token(ctx: CommandContext): Promise<number> {
 
   const secret = await signingSecret(ctx);
   if (!secret) {
-    throw new UsageError("no signing secret: set AUTH_HS256_SECRET, or start the development server once (npm start) so that it generates <data-dir>/auth-secret");
+    throw new UsageError(
+      "no signing secret: set AUTH_HS256_SECRET, or start the development server once (npm start) so that it generates <data-dir>/auth-secret",
+    );
   }
   const jwt = await mintToken(secret, {
     subject,

@@ -25,7 +25,6 @@ export function pgliteSession(db: PGlite): MigrationSession {
     exec: async (sql) => {
       await db.exec(sql);
     },
-    query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) =>
-      (await db.query<R>(text, params as unknown[])).rows,
+    query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) => (await db.query<R>(text, params as unknown[])).rows,
   };
 }

@@ -12,7 +12,10 @@ import { isIP } from "node:net";
 
 /** True for addresses that only this machine can reach: 127.0.0.0/8, ::1 (also IPv4-mapped), localhost. */
 export function isLoopbackHost(host: string): boolean {
-  const address = host.trim().replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  const address = host
+    .trim()
+    .replace(/^\[(.*)\]$/, "$1")
+    .toLowerCase();
   if (address === "localhost" || address.endsWith(".localhost")) return true;
   const v4 = address.replace(/^::ffff:/, "");
   if (isIP(v4) === 4) return v4.startsWith("127.");

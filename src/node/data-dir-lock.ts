@@ -91,7 +91,9 @@ function attempt(helper: LockHelper, path: string): Promise<Attempt> {
       child.removeAllListeners("error");
       resolvePromise(result);
     };
-    child.once("error", (error: NodeJS.ErrnoException) => done(error.code === "ENOENT" ? { outcome: "missing" } : { outcome: "failed", reason: error.message }));
+    child.once("error", (error: NodeJS.ErrnoException) =>
+      done(error.code === "ENOENT" ? { outcome: "missing" } : { outcome: "failed", reason: error.message }),
+    );
     child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     child.stdout?.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();
@@ -151,7 +153,9 @@ export async function lockDataDir(
       if (result.outcome !== "missing") break;
     }
     if (result.outcome === "missing") {
-      throw new Error(`cannot lock the data directory ${absolute}: neither \`flock\` (util-linux) nor \`perl\` is installed; install one of them, or use PostgreSQL (DATABASE_URL)`);
+      throw new Error(
+        `cannot lock the data directory ${absolute}: neither \`flock\` (util-linux) nor \`perl\` is installed; install one of them, or use PostgreSQL (DATABASE_URL)`,
+      );
     }
     if (result.outcome === "failed") throw new Error(`cannot lock the data directory ${absolute}: ${result.reason}`);
     if (result.outcome === "held") {

@@ -133,9 +133,13 @@ export function installTransport(server: Server, options: TransportOptions = {})
         error instanceof Error && error.name === "RequestError"
           ? new RegistryError("malformed-request", `the request cannot be served: ${error.message}`)
           : new RegistryError("internal", "internal error");
-      if (refusal.code === "internal") console.error(JSON.stringify({ level: "error", msg: "unhandled error", request_id: requestId, error: String((error as Error)?.stack ?? error) }));
+      if (refusal.code === "internal")
+        console.error(JSON.stringify({ level: "error", msg: "unhandled error", request_id: requestId, error: String((error as Error)?.stack ?? error) }));
       record(refusal, requestId);
-      return new Response(problemJson(refusal, requestId), { status: refusal.status, headers: { "content-type": PROBLEM_CONTENT_TYPE, "x-request-id": requestId } });
+      return new Response(problemJson(refusal, requestId), {
+        status: refusal.status,
+        headers: { "content-type": PROBLEM_CONTENT_TYPE, "x-request-id": requestId },
+      });
     },
     transportFailure(c) {
       const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;

@@ -24,8 +24,7 @@ export type AccessLogSink = (entry: AccessLogEntry) => void;
 
 /** A sink writing one JSON line per entry (stdout by default), with time and level. */
 export function jsonLines(write: (line: string) => void = (line) => console.log(line)): AccessLogSink {
-  return (entry) =>
-    write(JSON.stringify({ time: new Date().toISOString(), level: entry.status >= 500 ? "error" : "info", msg: "request", ...entry }));
+  return (entry) => write(JSON.stringify({ time: new Date().toISOString(), level: entry.status >= 500 ? "error" : "info", msg: "request", ...entry }));
 }
 
 export function accessLog(sink: AccessLogSink): MiddlewareHandler<AppEnv> {

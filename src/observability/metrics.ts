@@ -74,14 +74,7 @@ export class RegistryMetrics {
   private readonly readyCapacity = this.metrics.gauge("aip_fleet_ready_capacity", "Summed capacity of ready replicas with a live lease.");
   private readonly activeAssignments = this.metrics.gauge("aip_fleet_active_assignments", "Reserved route assignments across all replicas.");
 
-  private readonly fleetGauges = [
-    this.catalogRevision,
-    this.fleetRecords,
-    this.fleetReplicas,
-    this.openCircuits,
-    this.readyCapacity,
-    this.activeAssignments,
-  ];
+  private readonly fleetGauges = [this.catalogRevision, this.fleetRecords, this.fleetReplicas, this.openCircuits, this.readyCapacity, this.activeAssignments];
 
   constructor(private readonly options: MetricsOptions = {}) {}
 

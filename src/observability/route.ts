@@ -26,7 +26,9 @@ export function registerMetricsRoute(
       description:
         "Request latency histograms by route template and status, resolve outcomes by problem code, database pool usage and " +
         "fleet gauges read from the fleet status at scrape time. Needs a bearer token with `fleet:read` unless the server runs with public metrics.",
-      ...(guarded ? { security: bearer, middleware: [authenticate(deps.authenticator), requireScope("fleet:read", "registry:admin")] as const } : { security: [] }),
+      ...(guarded
+        ? { security: bearer, middleware: [authenticate(deps.authenticator), requireScope("fleet:read", "registry:admin")] as const }
+        : { security: [] }),
       responses: {
         200: { description: "Prometheus text exposition format 0.0.4", content: { [PROMETHEUS_CONTENT_TYPE]: { schema: z.string() } } },
         ...(guarded ? problems() : {}),

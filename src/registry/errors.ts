@@ -130,7 +130,12 @@ export function fromDatabaseError(error: unknown): RegistryError {
   }
   // Connection failures, shutdown, resource exhaustion, schema drift: do not leak internals to
   // clients. The cause stays on the error for the server's own messages (start-up, logs).
-  const storage = new RegistryError("storage", "the registry database is unavailable or failed; nothing is inferred to have committed", sqlstate ? { sqlstate } : {}, true);
+  const storage = new RegistryError(
+    "storage",
+    "the registry database is unavailable or failed; nothing is inferred to have committed",
+    sqlstate ? { sqlstate } : {},
+    true,
+  );
   storage.cause = error;
   return storage;
 }

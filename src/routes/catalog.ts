@@ -100,7 +100,11 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
     async (c) => {
       const { capability_id } = c.req.valid("param");
       const outcome = await catalog.definition(c.get("principal").tenantId, capability_id, c.req.header("if-none-match"), deferOf(c));
-      return respond(c, outcome, () => new RegistryError("not-found", `capability \`${capability_id}\` is not in this tenant's catalog`, { catalog_revision: outcome.revision }));
+      return respond(
+        c,
+        outcome,
+        () => new RegistryError("not-found", `capability \`${capability_id}\` is not in this tenant's catalog`, { catalog_revision: outcome.revision }),
+      );
     },
   );
 }

@@ -93,5 +93,4 @@ export const jsonBody = <T extends z.ZodTypeAny>(schema: T) => ({
   content: { "application/json": { schema } },
 });
 
-export const pathId = (name: string, example: string) =>
-  Id().openapi({ param: { name, in: "path" }, example });
+export const pathId = (name: string, example: string) => Id().openapi({ param: { name, in: "path" }, example });

@@ -41,7 +41,10 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
         return ok ? c.json({ status: "ready" as const, ...rest }, 200) : c.json({ status: "not_ready" as const, ...rest }, 503);
       } catch (error) {
         const reason = fromDatabaseError(error).message;
-        return c.json({ status: "not_ready" as const, reason, schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null }, 503);
+        return c.json(
+          { status: "not_ready" as const, reason, schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null },
+          503,
+        );
       }
     },
   );

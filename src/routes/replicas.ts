@@ -60,7 +60,13 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       }
       // A live lease: lease maintenance must be due no later than its end.
       if (operation !== "offline" && answer.status !== "offline" && answer.lease_expires_at !== null) {
-        announceLease(c, onLease, { source: "lifecycle", operation, replica_id: answer.replica_id, sequence: answer.sequence, expires_at: answer.lease_expires_at });
+        announceLease(c, onLease, {
+          source: "lifecycle",
+          operation,
+          replica_id: answer.replica_id,
+          sequence: answer.sequence,
+          expires_at: answer.lease_expires_at,
+        });
       }
       return c.json(answer, 200);
     },

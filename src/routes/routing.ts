@@ -13,7 +13,8 @@ const ActionParams = z.object({ action_id: pathId("action_id", "act_0190f3a2c1d0
 
 const RouteOutcomeHeader = {
   "AIP-Route-Outcome": {
-    description: "`created` (a new route), `existing` (the route is still reserved: returned as is) or `reacquired` (a retry after settlement took the same replica again)",
+    description:
+      "`created` (a new route), `existing` (the route is still reserved: returned as is) or `reacquired` (a retry after settlement took the same replica again)",
     schema: { type: "string" as const, enum: ResolveOutcome.options },
   },
 };

@@ -83,7 +83,12 @@ beforeAll(async () => {
   await db.registry.resolveRoute("act_ui_1", "tenant-a", "cap:ui.search");
   await db.registry.resolveRoute("act_ui_2", "tenant-a", "cap:ui.search");
   const drainingSequence = (await db.registry.adminGet("replica", "crepl_ui_tenant-b"))?.health_revision as number;
-  await db.registry.replicaLifecycle("crepl_ui_tenant-b", "drain", { request_id: requestId(), previous_sequence: drainingSequence }, hostPrincipal("crepl_ui_tenant-b"));
+  await db.registry.replicaLifecycle(
+    "crepl_ui_tenant-b",
+    "drain",
+    { request_id: requestId(), previous_sequence: drainingSequence },
+    hostPrincipal("crepl_ui_tenant-b"),
+  );
   await db.owner.query("UPDATE aip_connector_replicas SET lease_expires_at = now() - interval '1 minute' WHERE replica_id = 'crepl_ui_tenant-c'");
 
   context = await chromium.launchPersistentContext(join(dir, "profile"), {
@@ -185,7 +190,9 @@ async function openDocs(origin: string, cdn?: (url: string) => Buffer) {
       external.push(url);
       const body = cdn && url.startsWith(CDN_ASSET_PREFIX) ? cdn(url) : undefined;
       // jsDelivr answers with CORS headers; integrity checks need them on a cross-origin asset.
-      return body ? route.fulfill({ body, contentType: url.endsWith(".css") ? "text/css" : "text/javascript", headers: { "access-control-allow-origin": "*" } }) : route.abort();
+      return body
+        ? route.fulfill({ body, contentType: url.endsWith(".css") ? "text/css" : "text/javascript", headers: { "access-control-allow-origin": "*" } })
+        : route.abort();
     },
   );
   const documentFetched = page.waitForResponse((response) => response.url() === `${origin}/openapi.json` && response.status() === 200, { timeout: 60_000 });

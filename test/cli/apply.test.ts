@@ -76,14 +76,25 @@ describe("apply", () => {
   it("shows which fields an update changes, never a credential reference", async () => {
     const path = await variant("changed.yaml", (text) =>
       text
-        .replace('config_revision: 1, secret_provider_ref: "vault://tenants/tenant-a/crm"', 'config_revision: 2, secret_provider_ref: "vault://tenants/tenant-a/crm-rotated"')
-        .replace(/(capability_id: cap:crm\.contacts\.search\n\s+instance_id: cinst_tenant_b_crm\n\s+)priority: 10\n(\s+)policy_revision: 1\n(\s+)credential_revision_ref: "credrev:tenant-b\/crm\/1"/, '$1priority: 3\n$2policy_revision: 2\n$3credential_revision_ref: "credrev:tenant-b/crm/2"')
-        .replace("topology: { region: us-east, zone: us-east-1a, capacity_class: pci }\n    capacity: 4", "topology: { region: us-east, zone: us-east-1a, capacity_class: pci }\n    capacity: 6"),
+        .replace(
+          'config_revision: 1, secret_provider_ref: "vault://tenants/tenant-a/crm"',
+          'config_revision: 2, secret_provider_ref: "vault://tenants/tenant-a/crm-rotated"',
+        )
+        .replace(
+          /(capability_id: cap:crm\.contacts\.search\n\s+instance_id: cinst_tenant_b_crm\n\s+)priority: 10\n(\s+)policy_revision: 1\n(\s+)credential_revision_ref: "credrev:tenant-b\/crm\/1"/,
+          '$1priority: 3\n$2policy_revision: 2\n$3credential_revision_ref: "credrev:tenant-b/crm/2"',
+        )
+        .replace(
+          "topology: { region: us-east, zone: us-east-1a, capacity_class: pci }\n    capacity: 4",
+          "topology: { region: us-east, zone: us-east-1a, capacity_class: pci }\n    capacity: 6",
+        ),
     );
     const dry = await apply("-f", path, "--dry-run");
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toMatch(/^instance cinst_tenant_a_crm\s+updated\s+config_revision: 1 -> 2, secret_provider_ref \(changed\)$/m);
-    expect(dry.stdout).toMatch(/^binding tenant-b \/ cap:crm\.contacts\.search -> cinst_tenant_b_crm\s+updated\s+priority: 10 -> 3, policy_revision: 1 -> 2, credential_revision_ref \(changed\)$/m);
+    expect(dry.stdout).toMatch(
+      /^binding tenant-b \/ cap:crm\.contacts\.search -> cinst_tenant_b_crm\s+updated\s+priority: 10 -> 3, policy_revision: 1 -> 2, credential_revision_ref \(changed\)$/m,
+    );
     expect(dry.stdout).toMatch(/^replica crepl_tenant_b_payments_use1a\s+updated\s+capacity: 4 -> 6$/m);
     expect(dry.stdout).toContain("dry run: 0 created, 3 updated, 25 unchanged; catalog revision 1 -> 2. Nothing was changed.");
     for (const secret of ["crm-rotated", "credrev:tenant-b/crm/2", "vault://"]) expect(dry.stdout + dry.stderr).not.toContain(secret);

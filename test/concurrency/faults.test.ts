@@ -16,15 +16,7 @@ import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import {
-  droppableVictim,
-  holdLocks,
-  limitedDataRole,
-  terminateBackend,
-  victim,
-  waitForBackendExit,
-  waitForLockWaiter,
-} from "../support/faults.js";
+import { droppableVictim, holdLocks, limitedDataRole, terminateBackend, victim, waitForBackendExit, waitForLockWaiter } from "../support/faults.js";
 import { binding, instance, policy, hostPrincipal } from "../support/fleet.js";
 import { createTestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
@@ -47,7 +39,15 @@ async function fleet(prefix: string): Promise<RoutingFleet & { bindingKey: strin
   const f = await publishRoutingFleet(db.registry, {
     prefix,
     tenant: `tenant-${prefix}`,
-    instances: [{ name: "i", replicas: [{ name: "a", capacity: 10 }, { name: "b", capacity: 10, zone: "zb" }] }],
+    instances: [
+      {
+        name: "i",
+        replicas: [
+          { name: "a", capacity: 10 },
+          { name: "b", capacity: 10, zone: "zb" },
+        ],
+      },
+    ],
   });
   // Every counter exists after a first route: later resolves update rows a test can lock.
   const warm = await db.registry.resolveRoute(`act_${prefix}_warm`, f.tenant, f.capability);
@@ -163,7 +163,12 @@ const CASES: MidStatementCase[] = [
     },
     locks: (f) => [bindingCounterLock(f)],
     call: (registry, f, { route, sequence }) =>
-      registry.replicaLifecycle(route!.replica_id, "offline", { request_id: `msg_${f.prefix}_offline`, previous_sequence: sequence! }, hostPrincipal(route!.replica_id)),
+      registry.replicaLifecycle(
+        route!.replica_id,
+        "offline",
+        { request_id: `msg_${f.prefix}_offline`, previous_sequence: sequence! },
+        hostPrincipal(route!.replica_id),
+      ),
     retry: async (registry, f, { route, sequence }) => {
       const request = { request_id: `msg_${f.prefix}_offline`, previous_sequence: sequence! };
       const answer = await registry.replicaLifecycle(route!.replica_id, "offline", request, hostPrincipal(route!.replica_id));
@@ -237,7 +242,10 @@ describe("a backend terminated in the middle of a statement", () => {
       }
       await expectStorageProblem(response, "57P01");
       expect(await registryState(db.owner)).toEqual(before);
-      const retried = await api.call("PUT", "/v1/routes/act_killhttp_victim", { token: await api.tenantToken(f.tenant), body: { capability_id: f.capability } });
+      const retried = await api.call("PUT", "/v1/routes/act_killhttp_victim", {
+        token: await api.tenantToken(f.tenant),
+        body: { capability_id: f.capability },
+      });
       expect(retried.status).toBe(201);
     } finally {
       await v.close();
@@ -321,7 +329,16 @@ describe("statement_timeout", () => {
       ["publish (exclusive publication lock)", () => v.registry.publish([policy(`quota:${f.prefix}:late`)])],
       ["catalog page (shared publication lock)", () => v.registry.catalogPage(f.tenant, {})],
       ["catalog get (shared publication lock)", () => v.registry.catalogGet(f.tenant, f.capability)],
-      ["heartbeat (replica row)", () => v.registry.replicaLifecycle(f.replica.b!, "heartbeat", { request_id: "msg_stmt_hb", previous_sequence: heartbeatSequence }, hostPrincipal(f.replica.b!))],
+      [
+        "heartbeat (replica row)",
+        () =>
+          v.registry.replicaLifecycle(
+            f.replica.b!,
+            "heartbeat",
+            { request_id: "msg_stmt_hb", previous_sequence: heartbeatSequence },
+            hostPrincipal(f.replica.b!),
+          ),
+      ],
       ["lease expiry (counter row)", () => v.registry.expireLeases(10)],
     ];
     try {
@@ -335,7 +352,12 @@ describe("statement_timeout", () => {
       try {
         for (const [name, operation] of operations) {
           const error = await refusalOf(operation());
-          expect({ name, code: error.code, retryable: error.retryable, sqlstate: error.extensions.sqlstate }).toEqual({ name, code: "storage", retryable: true, sqlstate: "57014" });
+          expect({ name, code: error.code, retryable: error.retryable, sqlstate: error.extensions.sqlstate }).toEqual({
+            name,
+            code: "storage",
+            retryable: true,
+            sqlstate: "57014",
+          });
         }
         const response = await api.call("PUT", "/v1/routes/act_stmt_http", { token: await api.tenantToken(f.tenant), body: { capability_id: f.capability } });
         await expectStorageProblem(response, "57014");
@@ -373,7 +395,10 @@ describe("lock_timeout", () => {
       ["aip_catalog_page", () => registry.catalogPage(f.tenant, {})],
       ["aip_catalog_get", () => registry.catalogGet(f.tenant, f.capability)],
       ["aip_admin_catalog_page", () => registry.adminCatalogPage(null, true, {})],
-      ["aip_host_replica_lifecycle", () => registry.replicaLifecycle(f.replica.b!, "heartbeat", { request_id: "msg_lockto_hb", previous_sequence: sequence }, hostPrincipal(f.replica.b!))],
+      [
+        "aip_host_replica_lifecycle",
+        () => registry.replicaLifecycle(f.replica.b!, "heartbeat", { request_id: "msg_lockto_hb", previous_sequence: sequence }, hostPrincipal(f.replica.b!)),
+      ],
       ["aip_expire_leases", () => registry.expireLeases(10)],
     ];
     try {

@@ -64,9 +64,7 @@ async function batch(p: number, b: number) {
 describe("concurrent publishers", () => {
   it("give every successful batch its own strictly increasing revision and lose no change", async () => {
     const start = await catalogRevision(db.owner);
-    const batches = await Promise.all(
-      Array.from({ length: PUBLISHERS }, (_, p) => Promise.all(Array.from({ length: BATCHES }, (_, b) => batch(p, b)))),
-    );
+    const batches = await Promise.all(Array.from({ length: PUBLISHERS }, (_, p) => Promise.all(Array.from({ length: BATCHES }, (_, b) => batch(p, b)))));
     const revisions = await Promise.all(
       batches.map(async (own) => {
         const seen: number[] = [];

@@ -67,9 +67,7 @@ async function reservedOn(replicaId: string): Promise<number> {
 }
 
 async function routesOn(registry: Registry, tenant: string, capability: string, round: string): Promise<RouteAssignment[]> {
-  return Promise.all(
-    Array.from({ length: ROUTES }, async (_, n) => (await registry.resolveRoute(`act_race_${round}_${n}`, tenant, capability)).assignment),
-  );
+  return Promise.all(Array.from({ length: ROUTES }, async (_, n) => (await registry.resolveRoute(`act_race_${round}_${n}`, tenant, capability)).assignment));
 }
 
 it("refused settlements racing `offline` never leave a route reserved on the offline replica", async () => {
@@ -157,7 +155,9 @@ it("the invariant checker reports a route left reserved on an offline replica, a
     expect.objectContaining({ kind: "reserved_on_offline_replica", detail: expect.objectContaining({ replica_id: replicaId, reserved_routes: 1 }) }),
   );
   // A live status whose lease ended long ago: capacity nobody can use, not yet returned.
-  await db.owner.query("UPDATE aip_connector_replicas SET status = 'ready', lease_expires_at = now() - interval '2 minutes' WHERE replica_id = $1", [replicaId]);
+  await db.owner.query("UPDATE aip_connector_replicas SET status = 'ready', lease_expires_at = now() - interval '2 minutes' WHERE replica_id = $1", [
+    replicaId,
+  ]);
   report = await db.registry.checkInvariants();
   expect(report.violations).toContainEqual(
     expect.objectContaining({ kind: "reservation_outlived_lease", detail: expect.objectContaining({ replica_id: replicaId, replica_status: "ready" }) }),

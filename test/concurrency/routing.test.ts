@@ -28,7 +28,10 @@ let owner: pg.Pool;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  ({ registry, pools: [pool] } = db.registryWithPool(PARALLEL) as { registry: Registry; pools: [pg.Pool] });
+  ({
+    registry,
+    pools: [pool],
+  } = db.registryWithPool(PARALLEL) as { registry: Registry; pools: [pg.Pool] });
   owner = createPgPool(db.ownerUrl, { max: 10 });
 });
 afterAll(async () => {
@@ -60,7 +63,11 @@ async function attempt(op: Promise<{ outcome: string; assignment: RouteAssignmen
   }
 }
 
-const refusedCode = async (op: Promise<unknown>) => op.then(() => "admitted", (error: RegistryError) => error.code);
+const refusedCode = async (op: Promise<unknown>) =>
+  op.then(
+    () => "admitted",
+    (error: RegistryError) => error.code,
+  );
 
 const tally = (outcomes: Outcome[]) =>
   outcomes.reduce<Record<string, number>>((acc, o) => {
@@ -99,12 +106,23 @@ describe("admission is exact under contention", () => {
       prefix: "cap",
       tenant: "tenant-cap",
       instances: [
-        { name: "i1", priority: 1, replicas: [{ name: "a", capacity: 4 }, { name: "b", capacity: 5, zone: "zb" }] },
+        {
+          name: "i1",
+          priority: 1,
+          replicas: [
+            { name: "a", capacity: 4 },
+            { name: "b", capacity: 5, zone: "zb" },
+          ],
+        },
         { name: "i2", priority: 2, replicas: [{ name: "c", capacity: 6, region: "us-east" }] },
       ],
     });
     const capacity = 15;
-    for (const [round, n] of [[1, PARALLEL], [2, 40], [3, 12]] as const) {
+    for (const [round, n] of [
+      [1, PARALLEL],
+      [2, 40],
+      [3, 12],
+    ] as const) {
       await warm();
       const outcomes = await Promise.all(
         Array.from({ length: n }, (_, i) =>
@@ -131,7 +149,15 @@ describe("admission is exact under contention", () => {
         prefix: `lim${scope}`,
         tenant: `tenant-lim${scope}`,
         policy: { max_tenant_in_flight: 1000, max_instance_in_flight: 1000, [limitField]: limit },
-        instances: [{ name: "i", replicas: [{ name: "a", capacity: 100 }, { name: "b", capacity: 100 }] }],
+        instances: [
+          {
+            name: "i",
+            replicas: [
+              { name: "a", capacity: 100 },
+              { name: "b", capacity: 100 },
+            ],
+          },
+        ],
       });
       await warm();
       const outcomes = await Promise.all(
@@ -175,7 +201,8 @@ it("a noisy tenant at its limit never blocks another tenant", async () => {
     Promise.all(Array.from({ length: noisyCount }, (_, i) => put(noisyToken, `act_noisy_${i}`, noisy.capability))),
     Promise.all(Array.from({ length: quietCount }, (_, i) => put(quietToken, `act_quiet_${i}`, quiet.capability))),
   ]);
-  const statuses = (answers: { status: number }[]) => answers.reduce<Record<number, number>>((acc, a) => ({ ...acc, [a.status]: (acc[a.status] ?? 0) + 1 }), {});
+  const statuses = (answers: { status: number }[]) =>
+    answers.reduce<Record<number, number>>((acc, a) => ({ ...acc, [a.status]: (acc[a.status] ?? 0) + 1 }), {});
   expect(statuses(noisyAnswers)).toEqual({ 201: 5, 429: noisyCount - 5 });
   for (const a of noisyAnswers.filter((x) => x.status === 429)) {
     expect(a.body).toMatchObject({ code: "capacity-exceeded", scope: "tenant", retry_after_ms: 100 });
@@ -196,7 +223,9 @@ it("a noisy tenant at its limit never blocks another tenant", async () => {
     expect(await refusedCode(registry.resolveRoute("act_noisy_locked_1", noisy.tenant, noisy.capability))).toBe("capacity-exceeded");
     await blocker.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = $1 FOR UPDATE", [noisy.replica.a]);
     expect(await refusedCode(registry.resolveRoute("act_noisy_locked_2", noisy.tenant, noisy.capability))).toBe("capacity-exceeded");
-    const quietMore = await Promise.all(Array.from({ length: 5 }, (_, i) => attempt(registry.resolveRoute(`act_quiet_more_${i}`, quiet.tenant, quiet.capability))));
+    const quietMore = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => attempt(registry.resolveRoute(`act_quiet_more_${i}`, quiet.tenant, quiet.capability))),
+    );
     expect(tally(quietMore)).toEqual({ created: 5 });
     await settleAll(quietMore);
     await blocker.query("ROLLBACK");
@@ -212,12 +241,20 @@ it("a retry storm is bounded by the tenant retry budget", async () => {
     prefix: "storm",
     tenant: "tenant-storm",
     policy: { max_tenant_retry_in_flight: budget },
-    instances: [{ name: "i", replicas: [{ name: "a", capacity: 100 }, { name: "b", capacity: 100 }] }],
+    instances: [
+      {
+        name: "i",
+        replicas: [
+          { name: "a", capacity: 100 },
+          { name: "b", capacity: 100 },
+        ],
+      },
+    ],
   });
   await warm();
-  const routes = (
-    await Promise.all(Array.from({ length: PARALLEL }, (_, i) => registry.resolveRoute(`act_storm_${i}`, fleet.tenant, fleet.capability)))
-  ).map((r) => r.assignment);
+  const routes = (await Promise.all(Array.from({ length: PARALLEL }, (_, i) => registry.resolveRoute(`act_storm_${i}`, fleet.tenant, fleet.capability)))).map(
+    (r) => r.assignment,
+  );
   await Promise.all(routes.map((a) => registry.settleRoute(a.action_id, a.tenant_id, a, "cancelled")));
 
   await warm();
@@ -237,7 +274,14 @@ it("a mixed storm of resolves, retries, settlements, host transitions and lease 
   const fleet = await publishRoutingFleet(db.registry, {
     prefix: "mixed",
     tenant: "tenant-mixed",
-    policy: { max_global_in_flight: 40, max_tenant_in_flight: 30, max_connector_type_in_flight: 35, max_instance_in_flight: 25, max_tenant_retry_in_flight: 8, circuit_failure_threshold: 1000 },
+    policy: {
+      max_global_in_flight: 40,
+      max_tenant_in_flight: 30,
+      max_connector_type_in_flight: 35,
+      max_instance_in_flight: 25,
+      max_tenant_retry_in_flight: 8,
+      circuit_failure_threshold: 1000,
+    },
     instances: [
       { name: "i1", priority: 1, replicas: names.slice(0, 3).map((name, i) => ({ name, capacity: 4, zone: `z${i}` })) },
       { name: "i2", priority: 1, replicas: names.slice(3).map((name, i) => ({ name, capacity: 4, zone: `z${i}` })) },

@@ -37,7 +37,10 @@ export function catalogConformance(api: Api): void {
       expect(ids(first.body)).toEqual(fleet.capabilities.slice(0, 2));
       expect(first.body).toMatchObject({ total: 3, next_cursor: expect.any(String), catalog_revision: expect.any(Number) });
       for (const definition of first.body.capabilities) {
-        expect(definition).toMatchObject({ contract_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), schema_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/) });
+        expect(definition).toMatchObject({
+          contract_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+          schema_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+        });
       }
       const second = await api.call("GET", `/v1/catalog/capabilities?limit=2&cursor=${encodeURIComponent(first.body.next_cursor)}`, { token: tokenA });
       expect(second.status).toBe(200);

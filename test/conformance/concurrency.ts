@@ -34,13 +34,16 @@ export function concurrencyConformance(api: Api): void {
       // One of the three slots is held by the route above.
       const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => resolve(action(`race${i}`))));
       expect(answers.filter((a) => a.status === 201)).toHaveLength(2);
-      for (const refused of answers.filter((a) => a.status !== 201)) expect({ status: refused.status, code: refused.body.code }).toEqual({ status: 503, code: "replica-unavailable" });
+      for (const refused of answers.filter((a) => a.status !== 201))
+        expect({ status: refused.status, code: refused.body.code }).toEqual({ status: 503, code: "replica-unavailable" });
     });
 
     it("settlements of one route racing each other release it once", async () => {
       const created = await resolve(action("dup"));
       const answers = await Promise.all(
-        Array.from({ length: 6 }, () => api.call("POST", `/v1/routes/${action("dup")}/settlement`, { token, body: { assignment: created.body, outcome: "completed" } })),
+        Array.from({ length: 6 }, () =>
+          api.call("POST", `/v1/routes/${action("dup")}/settlement`, { token, body: { assignment: created.body, outcome: "completed" } }),
+        ),
       );
       expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
       expect(answers.filter((a) => a.body.released === true)).toHaveLength(1);

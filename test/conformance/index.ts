@@ -30,7 +30,13 @@ export function defineConformanceSuite(target: ConformanceTarget): void {
     // the document (test/conformance/openapi-schema.ts).
     it("described every answer the suite received, successes and problems alike", () => {
       const checked = [...api.checked];
-      for (const expected of ["PUT /v1/routes/{action_id} 201", "PUT /v1/routes/{action_id} 200", "GET /v1/catalog/capabilities 200", "POST /v1/admin/publications 200", "GET /v1/fleet/status 200"]) {
+      for (const expected of [
+        "PUT /v1/routes/{action_id} 201",
+        "PUT /v1/routes/{action_id} 200",
+        "GET /v1/catalog/capabilities 200",
+        "POST /v1/admin/publications 200",
+        "GET /v1/fleet/status 200",
+      ]) {
         expect(checked).toContain(expected);
       }
       const problemStatuses = new Set(checked.map((entry) => Number(entry.split(" ").at(-1))).filter((status) => status >= 400));

@@ -94,7 +94,9 @@ export class OpenApiSchemas {
     }
     const documented = operation.responses[String(response.status)];
     if (!documented) {
-      return response.status < 300 || isProblem ? [`${label}: ${operation.method.toUpperCase()} ${operation.template} documents no ${response.status} response`] : [];
+      return response.status < 300 || isProblem
+        ? [`${label}: ${operation.method.toUpperCase()} ${operation.template} documents no ${response.status} response`]
+        : [];
     }
     const schema = documented.content?.[mediaType]?.schema;
     if (schema === undefined) return [`${label}: ${operation.template} documents its ${response.status} without ${mediaType}`];
@@ -104,6 +106,8 @@ export class OpenApiSchemas {
   private errors(label: string, key: string, schema: unknown, body: unknown): string[] {
     const validate = this.validator(key, schema);
     if (validate(body)) return [];
-    return (validate.errors ?? []).map((error) => `${label}: ${error.instancePath || "(body)"} ${error.message}${error.params ? ` ${JSON.stringify(error.params)}` : ""}`);
+    return (validate.errors ?? []).map(
+      (error) => `${label}: ${error.instancePath || "(body)"} ${error.message}${error.params ? ` ${JSON.stringify(error.params)}` : ""}`,
+    );
   }
 }

@@ -69,7 +69,9 @@ export function operationsConformance(api: Api): void {
       const forged = `${header}.${payload}.${"A".repeat(43)}`;
       const response = await api.call("GET", "/v1/catalog/capabilities", { token: forged });
       expectProblem(response, 401, "unauthorized");
-      expect(response.headers.get("www-authenticate")).toMatch(/^Bearer realm="aip-registry", error="invalid_token", error_description="invalid bearer token: /);
+      expect(response.headers.get("www-authenticate")).toMatch(
+        /^Bearer realm="aip-registry", error="invalid_token", error_description="invalid bearer token: /,
+      );
     });
 
     it("403 forbidden when the token lacks the scope, with an insufficient_scope challenge", async () => {
@@ -98,7 +100,10 @@ export function operationsConformance(api: Api): void {
     it("400 invalid for malformed JSON and for fields the schema does not know, each at its own path", async () => {
       const token = await api.tenant(`${api.prefix}-tenant-x`);
       expectProblem(await api.call("PUT", "/v1/routes/act_x", { token, body: "{not json" }), 400, "invalid");
-      const unknown = await api.call("PUT", "/v1/routes/act_x", { token, body: { capability_id: "cap:x", tenant_id: "someone-else", topology: { regoin: "eu" } } });
+      const unknown = await api.call("PUT", "/v1/routes/act_x", {
+        token,
+        body: { capability_id: "cap:x", tenant_id: "someone-else", topology: { regoin: "eu" } },
+      });
       expectProblem(unknown, 400, "invalid");
       expect(unknown.body.errors).toHaveLength(2);
       expect(unknown.body.errors).toEqual(

@@ -97,7 +97,13 @@ export function publicationConformance(api: Api): void {
       const inst = await get("instances", fleet.instances[tenant] as string);
       expect(inst.body).toMatchObject({ id: fleet.instances[tenant], tenant_id: tenant, version_id: fleet.versionId, status: "enabled" });
       const rep = await get("replicas", fleet.replicas[tenant] as string);
-      expect(rep.body).toMatchObject({ id: fleet.replicas[tenant], instance_id: fleet.instances[tenant], status: "offline", capacity: 10, active_assignments: 0 });
+      expect(rep.body).toMatchObject({
+        id: fleet.replicas[tenant],
+        instance_id: fleet.instances[tenant],
+        status: "offline",
+        capacity: 10,
+        active_assignments: 0,
+      });
       const pol = await get("admission-policies", fleet.policyRef as string);
       expect(pol.body).toMatchObject({ policy_ref: fleet.policyRef, revision: 1, enabled: true, max_tenant_in_flight: 50 });
     });
@@ -113,7 +119,11 @@ export function publicationConformance(api: Api): void {
       expect(first.body.tenant_id).toBe(tenant);
       expect(first.body.bindings).toHaveLength(1);
       expect(first.body.next_cursor).toEqual(expect.any(String));
-      const second = await api.call("GET", `/v1/admin/bindings?tenant_id=${encodeURIComponent(tenant)}&limit=1&cursor=${encodeURIComponent(first.body.next_cursor)}`, { token: admin });
+      const second = await api.call(
+        "GET",
+        `/v1/admin/bindings?tenant_id=${encodeURIComponent(tenant)}&limit=1&cursor=${encodeURIComponent(first.body.next_cursor)}`,
+        { token: admin },
+      );
       expect(second.body.bindings).toHaveLength(1);
       expect([first.body.bindings[0].capability_id, second.body.bindings[0].capability_id]).toEqual([...fleet.capabilities].sort());
       expect(second.body.next_cursor).toBeNull();
@@ -136,7 +146,12 @@ export function publicationConformance(api: Api): void {
       const catalog = async () => (await api.call("GET", "/v1/catalog/capabilities", { token: gateway })).body.total as number;
       const route = (action: string) => api.call("PUT", `/v1/routes/${action}`, { token: gateway, body: { capability_id: own.capabilities[0] } });
       expect(await catalog()).toBe(1);
-      const qualify = (qualified: boolean) => ({ op: "set_version_qualification", id: own.versionId, supply_chain_qualified: qualified, reason: "vulnerability report changed" });
+      const qualify = (qualified: boolean) => ({
+        op: "set_version_qualification",
+        id: own.versionId,
+        supply_chain_qualified: qualified,
+        reason: "vulnerability report changed",
+      });
       const revoked = await api.publish([qualify(false)]);
       expect(revoked.results[0]).toMatchObject({ op: "set_version_qualification", outcome: "updated" });
       expect(await catalog()).toBe(0);

@@ -33,7 +33,12 @@ export function readerConformance(api: Api): void {
       expect(instance.body).toMatchObject({ id: fleet.instances[tenantA], tenant_id: tenantA, version_id: fleet.versionId, status: "enabled" });
       expect(instance.body).not.toHaveProperty("secret_provider_ref");
       const replica = await read("replicas", fleet.replicas[tenantA]!, token);
-      expect(replica.body).toMatchObject({ id: fleet.replicas[tenantA], instance_id: fleet.instances[tenantA], status: "ready", peer_principal_id: hostPrincipal(fleet.replicas[tenantA]!) });
+      expect(replica.body).toMatchObject({
+        id: fleet.replicas[tenantA],
+        instance_id: fleet.instances[tenantA],
+        status: "ready",
+        peer_principal_id: hostPrincipal(fleet.replicas[tenantA]!),
+      });
     });
 
     it("a tenant-scoped token sees only its tenant's records; another tenant's are 404", async () => {

@@ -28,8 +28,7 @@ beforeAll(async () => {
 });
 afterAll(() => db?.close());
 
-const canonicalBytes = (page: CatalogPage) =>
-  page.capabilities.reduce((sum, definition) => sum + Buffer.byteLength(canonicalize(definition)!, "utf8"), 0);
+const canonicalBytes = (page: CatalogPage) => page.capabilities.reduce((sum, definition) => sum + Buffer.byteLength(canonicalize(definition)!, "utf8"), 0);
 
 describe("walking the catalog", () => {
   it("returns every capability exactly once, in order, at one revision, with the same total on every page", async () => {
@@ -138,8 +137,12 @@ describe("byte-bounded pages", () => {
       return rows[0]!.bytes;
     };
     const capabilityWith = (length: number) => ({
-      id: "cap:bytes.huge", name: "bytes.huge", description: "h".repeat(length), kind: "tool",
-      input_schema: { type: "object", properties: { q: { type: "string" } } }, output_schema: { type: "object" },
+      id: "cap:bytes.huge",
+      name: "bytes.huge",
+      description: "h".repeat(length),
+      kind: "tool",
+      input_schema: { type: "object", properties: { q: { type: "string" } } },
+      output_schema: { type: "object" },
     });
     const fits = 262_144 - (await definitionBytes(0));
     expect(await definitionBytes(fits)).toBe(262_144);
@@ -155,7 +158,11 @@ describe("byte-bounded pages", () => {
 
 describe("the cursor", () => {
   it("stays valid across replica heartbeats, leases, capacity changes and routing; a publication makes it stale", async () => {
-    const fleet = await publishSimpleFleet(db.registry, { prefix: "cur", tenants: ["tenant-cur"], capabilities: ["cap:cur.a", "cap:cur.b", "cap:cur.c", "cap:cur.d"] });
+    const fleet = await publishSimpleFleet(db.registry, {
+      prefix: "cur",
+      tenants: ["tenant-cur"],
+      capabilities: ["cap:cur.a", "cap:cur.b", "cap:cur.c", "cap:cur.d"],
+    });
     const replicaId = fleet.replicas[0]!;
     const revision = await catalogRevision(db.owner);
     const first = await db.registry.catalogPage("tenant-cur", { limit: 1 });
@@ -165,7 +172,14 @@ describe("the cursor", () => {
     // capacity change published by an operator, and a route resolved and settled.
     let sequence = (await db.registry.adminGet("replica", replicaId))!.health_revision as number;
     for (const operation of ["heartbeat", "drain", "offline"] as const) {
-      sequence = (await db.registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), previous_sequence: sequence, lease_ttl_ms: 90_000 }, hostPrincipal(replicaId))).sequence;
+      sequence = (
+        await db.registry.replicaLifecycle(
+          replicaId,
+          operation,
+          { request_id: requestId(), previous_sequence: sequence, lease_ttl_ms: 90_000 },
+          hostPrincipal(replicaId),
+        )
+      ).sequence;
     }
     await registerReplica(db.registry, replicaId, 20_000);
     const capacity = await db.registry.publish([replica(replicaId, `cinst_cur_tenant-cur`, fleet.versionId, { capacity: 25 })]);

@@ -70,7 +70,9 @@ describe("catalog query plans at fleet scale", () => {
           } else if (/LIMIT v_limit/.test(plan)) {
             // The page statement reads the tenant's slice of the live chains' key from the cursor on
             // (a plain walk; with a search filter, possibly the same range as a bitmap).
-            expect(plan, `${label} (${mode})`).toMatch(/(Index Scan using|Index Only Scan using|Bitmap Index Scan on) aip_catalog_entries_pkey[\s\S]*Index Cond: \(\(tenant_id = [^)]+\) AND \(capability_id > /);
+            expect(plan, `${label} (${mode})`).toMatch(
+              /(Index Scan using|Index Only Scan using|Bitmap Index Scan on) aip_catalog_entries_pkey[\s\S]*Index Cond: \(\(tenant_id = [^)]+\) AND \(capability_id > /,
+            );
             seen.add("page");
           }
           if (/SELECT count\(/.test(plan)) seen.add("count");

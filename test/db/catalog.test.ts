@@ -162,10 +162,7 @@ describe("each broken link of the chain hides the capability", () => {
   it("the instance's version no longer implements the capability (rollout while the binding was disabled)", async () => {
     const c = await chain("link_impl");
     const [x, y] = c.caps as [string, string];
-    await db.registry.publish([
-      await version("cver_link_impl_2", c.typeId, [y]),
-      binding(c.tenant, x, c.instanceId, { enabled: false, policy_revision: 2 }),
-    ]);
+    await db.registry.publish([await version("cver_link_impl_2", c.typeId, [y]), binding(c.tenant, x, c.instanceId, { enabled: false, policy_revision: 2 })]);
     // The rollout is allowed because x's binding is disabled; re-enabling it is then refused.
     await db.registry.publish([instance(c.instanceId, c.typeId, "cver_link_impl_2", c.tenant, 2)]);
     await expectCode(db.registry.publish([binding(c.tenant, x, c.instanceId, { enabled: true, policy_revision: 3 })]), "invalid");

@@ -23,7 +23,15 @@ beforeAll(async () => {
   fleet = await publishRoutingFleet(db.registry, {
     prefix: "busy",
     tenant: "tenant-busy",
-    instances: [{ name: "main", replicas: [{ name: "a", capacity: 8 }, { name: "b", capacity: 8 }] }],
+    instances: [
+      {
+        name: "main",
+        replicas: [
+          { name: "a", capacity: 8 },
+          { name: "b", capacity: 8 },
+        ],
+      },
+    ],
   });
 });
 afterAll(() => db?.close());

@@ -15,7 +15,11 @@ import { refusal, registryState } from "../support/registry-state.js";
 let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase();
-  await db.registry.publish([connectorType("ctype_ep"), await version("cver_ep_1", "ctype_ep", ["cap:ep.run"]), instance("cinst_ep", "ctype_ep", "cver_ep_1", "tenant-ep")]);
+  await db.registry.publish([
+    connectorType("ctype_ep"),
+    await version("cver_ep_1", "ctype_ep", ["cap:ep.run"]),
+    instance("cinst_ep", "ctype_ep", "cver_ep_1", "tenant-ep"),
+  ]);
 });
 afterAll(() => db?.close());
 

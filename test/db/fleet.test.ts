@@ -183,11 +183,16 @@ describe("invariant checker", () => {
 
   it("reports a counter that differs from the reservations holding it", async () => {
     const report = await reportWith("UPDATE aip_admission_counters SET active = active + 1 WHERE scope_kind = 'tenant' AND scope_key = $1", [tenant]);
-    expect(report).toMatchObject({ healthy: false, violations: [{ kind: "counter_mismatch", detail: { scope: "tenant", key: tenant, active: 4, reserved_routes: 3 } }] });
+    expect(report).toMatchObject({
+      healthy: false,
+      violations: [{ kind: "counter_mismatch", detail: { scope: "tenant", key: tenant, active: 4, reserved_routes: 3 } }],
+    });
     const reset = await reportWith("UPDATE aip_admission_counters SET active = 0 WHERE scope_kind = 'instance' AND scope_key = $1", [
       fleet.tenants[0]!.instanceId,
     ]);
-    expect(reset.violations).toEqual([{ kind: "counter_mismatch", detail: { scope: "instance", key: fleet.tenants[0]!.instanceId, active: 0, reserved_routes: 3 } }]);
+    expect(reset.violations).toEqual([
+      { kind: "counter_mismatch", detail: { scope: "instance", key: fleet.tenants[0]!.instanceId, active: 0, reserved_routes: 3 } },
+    ]);
   });
 
   it("reports a replica whose active count differs from its reserved routes", async () => {
@@ -214,19 +219,28 @@ describe("invariant checker", () => {
   it("counts the retry budget only for a reservation that holds it", async () => {
     // A reserved route marked as a reacquisition holds the tenant_retry scope its counter lacks.
     const report = await reportWith("UPDATE aip_route_assignments SET retry = true WHERE action_id = $1", [routes[1]!.action_id]);
-    expect(report.violations).toEqual([
-      { kind: "counter_mismatch", detail: { scope: "tenant_retry", key: tenant, active: 0, reserved_routes: 1 } },
-    ]);
+    expect(report.violations).toEqual([{ kind: "counter_mismatch", detail: { scope: "tenant_retry", key: tenant, active: 0, reserved_routes: 1 } }]);
     // A released route holds nothing, whatever its flag says.
     expect(await reportWith("UPDATE aip_route_assignments SET retry = true WHERE action_id = $1", [routes[3]!.action_id])).toMatchObject({ healthy: true });
   });
 
   it("reports routes pinned to a catalog or health revision from the future", async () => {
     const catalog = await reportWith("UPDATE aip_route_assignments SET catalog_revision = catalog_revision + 100 WHERE action_id = $1", [routes[0]!.action_id]);
-    expect(catalog.violations).toEqual([{ kind: "revision_behind_route", detail: expect.objectContaining({ route_catalog_revision: routes[0]!.catalog_revision + 100 }) }]);
-    const health = await reportWith("UPDATE aip_route_assignments SET replica_health_revision = replica_health_revision + 5 WHERE action_id = $1", [routes[0]!.action_id]);
+    expect(catalog.violations).toEqual([
+      { kind: "revision_behind_route", detail: expect.objectContaining({ route_catalog_revision: routes[0]!.catalog_revision + 100 }) },
+    ]);
+    const health = await reportWith("UPDATE aip_route_assignments SET replica_health_revision = replica_health_revision + 5 WHERE action_id = $1", [
+      routes[0]!.action_id,
+    ]);
     expect(health.violations).toEqual([
-      { kind: "health_behind_route", detail: { replica_id: routes[0]!.replica_id, health_revision: routes[0]!.replica_health_revision, route_health_revision: routes[0]!.replica_health_revision + 5 } },
+      {
+        kind: "health_behind_route",
+        detail: {
+          replica_id: routes[0]!.replica_id,
+          health_revision: routes[0]!.replica_health_revision,
+          route_health_revision: routes[0]!.replica_health_revision + 5,
+        },
+      },
     ]);
   });
 

@@ -74,7 +74,9 @@ const RULES: Record<string, Rule> = {
     cases: idCases(256),
   },
   "Id (1024 bytes): secret_provider_ref of put_instance (aip_pub_prepare)": {
-    zod: (ref) => Change.safeParse({ op: "put_instance", id: "i", connector_type_id: "t", version_id: "v", tenant_id: "tn", config_revision: 1, secret_provider_ref: ref }).success,
+    zod: (ref) =>
+      Change.safeParse({ op: "put_instance", id: "i", connector_type_id: "t", version_id: "v", tenant_id: "tn", config_revision: 1, secret_provider_ref: ref })
+        .success,
     sql: (ref) =>
       sqlAccepts("SELECT aip_pub_prepare($1::jsonb)", [
         json({ op: "put_instance", id: "i", connector_type_id: "t", version_id: "v", tenant_id: "tn", config_revision: 1, secret_provider_ref: ref }),
@@ -155,7 +157,17 @@ const RULES: Record<string, Rule> = {
     ],
   },
   "Enum: instance status of put_instance (aip_pub_prepare)": {
-    zod: (status) => Change.safeParse({ op: "put_instance", id: "i", connector_type_id: "t", version_id: "v", tenant_id: "tn", config_revision: 1, secret_provider_ref: "r", status }).success,
+    zod: (status) =>
+      Change.safeParse({
+        op: "put_instance",
+        id: "i",
+        connector_type_id: "t",
+        version_id: "v",
+        tenant_id: "tn",
+        config_revision: 1,
+        secret_provider_ref: "r",
+        status,
+      }).success,
     sql: (status) =>
       sqlAccepts("SELECT aip_pub_prepare($1::jsonb)", [
         json({ op: "put_instance", id: "i", connector_type_id: "t", version_id: "v", tenant_id: "tn", config_revision: 1, secret_provider_ref: "r", status }),
@@ -169,7 +181,8 @@ const RULES: Record<string, Rule> = {
   },
   "Lease bounds: lease_ttl_ms of a heartbeat (aip_replica_transition)": {
     zod: (lease_ttl_ms) => LifecycleRequest.safeParse({ request_id: "r", previous_sequence: 0, lease_ttl_ms }).success,
-    sql: (lease_ttl_ms) => sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL)", [json({ request_id: "r", previous_sequence: 0, lease_ttl_ms })]),
+    sql: (lease_ttl_ms) =>
+      sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL)", [json({ request_id: "r", previous_sequence: 0, lease_ttl_ms })]),
     cases: [
       ["the minimum", 1000, true],
       ["below the minimum", 999, false],

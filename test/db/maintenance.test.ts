@@ -92,7 +92,12 @@ describe("runLeaseMaintenance", () => {
     await waitForLeaseEnd(db, [id]);
     expect(await runLeaseMaintenance(db.registry)).toEqual({ expired: 1, released: 2, batches: 1, next_deadline: null });
 
-    for (const bounds of [{ batchSize: 0, maxBatches: 1 }, { batchSize: 10_001, maxBatches: 1 }, { batchSize: 1.5, maxBatches: 1 }, { batchSize: 1, maxBatches: 0 }]) {
+    for (const bounds of [
+      { batchSize: 0, maxBatches: 1 },
+      { batchSize: 10_001, maxBatches: 1 },
+      { batchSize: 1.5, maxBatches: 1 },
+      { batchSize: 1, maxBatches: 0 },
+    ]) {
       await expect(runLeaseMaintenance(db.registry, bounds)).rejects.toThrow(RangeError);
     }
   });

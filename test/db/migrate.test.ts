@@ -124,7 +124,11 @@ describe("migrate", () => {
 
   it("keeps the installed functions when a function file fails to install", async () => {
     const functions = await loadFunctionSet();
-    const broken = { ...functions, checksum: "e".repeat(64), files: [...functions.files, { name: "99_broken.sql", sql: "CREATE FUNCTION aip_broken( RETURNS" }] };
+    const broken = {
+      ...functions,
+      checksum: "e".repeat(64),
+      files: [...functions.files, { name: "99_broken.sql", sql: "CREATE FUNCTION aip_broken( RETURNS" }],
+    };
     await expect(run(db.ownerUrl, { functions: broken })).rejects.toThrow(/functions\/99_broken\.sql/);
     expect(await schemaStatus()).toMatchObject({ functions_intact: true, functions_checksum: functions.checksum });
     expect((await db.registry.publish([connectorType("ctype_migrate_after_broken")])).changed).toBe(1);

@@ -95,10 +95,7 @@ async function resolveNew(n: number) {
   const pick = randomRoute(fleet);
   const actionId = `act_plans_${n}_${Math.random().toString(36).slice(2)}`;
   const plans = await capture("SELECT aip_resolve_route($1, $2, $3, $4) AS r", [actionId, pick.tenant, pick.capability, { region: pick.region }]);
-  const { rows } = await session.query<{ r: { outcome: string; assignment: RouteAssignment } }>(
-    "SELECT aip_get_route($1, $2) AS r",
-    [actionId, pick.tenant],
-  );
+  const { rows } = await session.query<{ r: { outcome: string; assignment: RouteAssignment } }>("SELECT aip_get_route($1, $2) AS r", [actionId, pick.tenant]);
   return { actionId, tenant: pick.tenant, assignment: rows[0]!.r.assignment, plans };
 }
 
@@ -152,10 +149,9 @@ describe.each(MODES)("routing plans at fleet scale (%s)", (mode) => {
     const replicas = routes.map((route) => route.assignment.replica_id);
     await session.query("UPDATE aip_connector_replicas SET lease_expires_at = now() - interval '1 second' WHERE replica_id = ANY($1)", [replicas]);
     const plans = await capture("SELECT aip_expire_leases(100) AS r");
-    const { rows } = await session.query(
-      "SELECT count(*)::int AS offline FROM aip_connector_replicas WHERE replica_id = ANY($1) AND status = 'offline'",
-      [replicas],
-    );
+    const { rows } = await session.query("SELECT count(*)::int AS offline FROM aip_connector_replicas WHERE replica_id = ANY($1) AND status = 'offline'", [
+      replicas,
+    ]);
     expect(rows[0].offline).toBe(new Set(replicas).size);
     // A pass that expires nothing: an alarm at a deadline that heartbeats have since moved.
     for (let n = 0; n < 6; n++) plans.push(...(await capture("SELECT aip_expire_leases(100)")));

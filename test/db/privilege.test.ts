@@ -93,7 +93,9 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
     const functions = await registryFunctions();
     const refused = functions.filter((f) => !granted.has(f.signature));
     expect(refused.length).toBeGreaterThan(30);
-    expect(refused.map((f) => f.name)).toEqual(expect.arrayContaining(["aip_fail", "aip_reserve_scopes", "aip_canonical_json", "aip_catalog_revision_exclusive"]));
+    expect(refused.map((f) => f.name)).toEqual(
+      expect.arrayContaining(["aip_fail", "aip_reserve_scopes", "aip_canonical_json", "aip_catalog_revision_exclusive"]),
+    );
     const before = await registryState(db.owner);
     for (const f of refused) {
       // Volatile arguments: the planner may neither fold the call (a STRICT function of a NULL
@@ -162,23 +164,49 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
     }
     // Granting onward needs a grant option it does not have: PostgreSQL only warns, and nothing changes.
     const granted = await executable(ROLES[plane === "data" ? "control" : "data"]);
-    await client.query(`GRANT EXECUTE ON FUNCTION aip_fail(text, text, jsonb), aip_publish(jsonb, boolean), aip_resolve_route(text, text, text, jsonb) TO ${ROLES[plane === "data" ? "control" : "data"]}`).catch(() => {});
+    await client
+      .query(
+        `GRANT EXECUTE ON FUNCTION aip_fail(text, text, jsonb), aip_publish(jsonb, boolean), aip_resolve_route(text, text, text, jsonb) TO ${ROLES[plane === "data" ? "control" : "data"]}`,
+      )
+      .catch(() => {});
     expect(await executable(ROLES[plane === "data" ? "control" : "data"])).toEqual(granted);
     expect(await registryState(db.owner)).toEqual(before);
-    const { rows } = await db.owner.query("SELECT 1 FROM pg_proc WHERE proname IN ('aip_evil', 'evil') UNION ALL SELECT 1 FROM pg_namespace WHERE nspname = 'aip_evil'");
+    const { rows } = await db.owner.query(
+      "SELECT 1 FROM pg_proc WHERE proname IN ('aip_evil', 'evil') UNION ALL SELECT 1 FROM pg_namespace WHERE nspname = 'aip_evil'",
+    );
     expect(rows).toEqual([]);
   });
 
   it("is no superuser, creates no roles or databases, bypasses no row security, and belongs to no powerful role", async () => {
-    const { rows } = await db.owner.query<{ rolname: string; rolsuper: boolean; rolcreaterole: boolean; rolcreatedb: boolean; rolreplication: boolean; rolbypassrls: boolean }>(
-      "SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = ANY($1::text[]) ORDER BY 1",
-      [[role, login]],
-    );
+    const { rows } = await db.owner.query<{
+      rolname: string;
+      rolsuper: boolean;
+      rolcreaterole: boolean;
+      rolcreatedb: boolean;
+      rolreplication: boolean;
+      rolbypassrls: boolean;
+    }>("SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls FROM pg_roles WHERE rolname = ANY($1::text[]) ORDER BY 1", [
+      [role, login],
+    ]);
     expect(rows).toHaveLength(2);
-    for (const row of rows) expect(row).toEqual({ rolname: row.rolname, rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolreplication: false, rolbypassrls: false });
+    for (const row of rows)
+      expect(row).toEqual({ rolname: row.rolname, rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolreplication: false, rolbypassrls: false });
     const other = ROLES[plane === "data" ? "control" : "data"];
     const { rows: owner } = await db.owner.query<{ owner: string }>("SELECT pg_get_userbyid(proowner) AS owner FROM pg_proc WHERE proname = 'aip_publish'");
-    const powerful = [other, owner[0]!.owner, "pg_read_all_data", "pg_write_all_data", "pg_read_server_files", "pg_write_server_files", "pg_execute_server_program", "pg_signal_backend", "pg_monitor", "pg_read_all_stats", "pg_checkpoint", "pg_maintain"];
+    const powerful = [
+      other,
+      owner[0]!.owner,
+      "pg_read_all_data",
+      "pg_write_all_data",
+      "pg_read_server_files",
+      "pg_write_server_files",
+      "pg_execute_server_program",
+      "pg_signal_backend",
+      "pg_monitor",
+      "pg_read_all_stats",
+      "pg_checkpoint",
+      "pg_maintain",
+    ];
     const { rows: memberships } = await db.owner.query<{ member_of: string }>(
       `SELECT r.rolname AS member_of FROM pg_roles r WHERE r.rolname = ANY($2::text[]) AND pg_has_role($1, r.oid, 'MEMBER')`,
       [login, powerful],
@@ -217,7 +245,9 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
       await clients.control.query("INSERT INTO pg_temp.aip_connector_types VALUES ('ctype_pv', 'decoy'), ('ctype_decoy', 'decoy')");
       await clients.control.query("SET search_path = pg_temp, public");
       try {
-        expect(await clients.control.query("SELECT aip_admin_get('connector_type', 'ctype_pv') AS r")).toMatchObject({ rows: [{ r: expect.objectContaining({ id: "ctype_pv", name: "Connector ctype_pv" }) }] });
+        expect(await clients.control.query("SELECT aip_admin_get('connector_type', 'ctype_pv') AS r")).toMatchObject({
+          rows: [{ r: expect.objectContaining({ id: "ctype_pv", name: "Connector ctype_pv" }) }],
+        });
         expect((await clients.control.query("SELECT aip_admin_get('connector_type', 'ctype_decoy') AS r")).rows[0].r).toBeNull();
       } finally {
         await clients.control.query("RESET search_path");
@@ -232,7 +262,10 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
     await client.query("SET search_path = pg_temp, public");
     try {
       const { rows } = await client.query<{ r: Record<string, unknown> | null }>("SELECT aip_get_route('act_pv_1', 'tenant-pv') AS r");
-      expect(rows[0]!.r).toMatchObject({ reserved: true, assignment: { action_id: "act_pv_1", tenant_id: "tenant-pv", fence_token: expect.stringMatching(/^route_/) } });
+      expect(rows[0]!.r).toMatchObject({
+        reserved: true,
+        assignment: { action_id: "act_pv_1", tenant_id: "tenant-pv", fence_token: expect.stringMatching(/^route_/) },
+      });
       expect((await client.query("SELECT aip_get_route('act_pv_decoy', 'tenant-pv') AS r")).rows[0].r).toBeNull();
     } finally {
       await client.query("RESET search_path");

@@ -44,7 +44,9 @@ describe("supply-chain evidence", () => {
     await refuse({ ...change, manifest_digest: `sha256:${"0".repeat(64)}` }, "admission", /manifest digest/);
     // The digest of the manifest serialized as sent (not canonical) is refused too.
     const { createHash } = await import("node:crypto");
-    const sent = `sha256:${createHash("sha256").update(JSON.stringify(change.manifest, null, 2)).digest("hex")}`;
+    const sent = `sha256:${createHash("sha256")
+      .update(JSON.stringify(change.manifest, null, 2))
+      .digest("hex")}`;
     await refuse({ ...change, manifest_digest: sent }, "admission", /manifest digest/);
   });
 
@@ -112,7 +114,11 @@ describe("SDK version requirement", () => {
   it.each(["^2.0", "^0.9", ">1.0.0", "<1.0.0", "~1.1", "=1.0.1", "2.*", ">=1.0, <1.0.0", "^1.0.1", "=1.0.0-rc.1", "<1.0.0-rc.1"])(
     "refuses an artifact whose requirement %j excludes 1.0.0",
     async (requirement) => {
-      const error = await refuse(await fresh({ attestation: attestation(OWNER, { sdk_version_requirement: requirement }) }), "admission", /does not include registry SDK `1\.0\.0`/);
+      const error = await refuse(
+        await fresh({ attestation: attestation(OWNER, { sdk_version_requirement: requirement }) }),
+        "admission",
+        /does not include registry SDK `1\.0\.0`/,
+      );
       expect(error.extensions).toMatchObject({ field: "attestation.sdk_version_requirement", registry_sdk_version: "1.0.0" });
     },
   );
@@ -120,7 +126,11 @@ describe("SDK version requirement", () => {
   it.each(["latest", "1.0.0.0", "v1.0", ">= 1.*", "1.0,", "^01.0", "1.0.0+build", "1.0 || 2.0", "1.0 - 2.0", "*.1"])(
     "refuses an unparseable requirement %j as admission, naming the field",
     async (requirement) => {
-      const error = await refuse(await fresh({ attestation: attestation(OWNER, { sdk_version_requirement: requirement }) }), "admission", /not a valid semver requirement/);
+      const error = await refuse(
+        await fresh({ attestation: attestation(OWNER, { sdk_version_requirement: requirement }) }),
+        "admission",
+        /not a valid semver requirement/,
+      );
       expect(error.extensions).toMatchObject({ field: "attestation.sdk_version_requirement" });
     },
   );
@@ -240,7 +250,12 @@ describe("the order of refusals", () => {
       vulnerability_policy_status: "failed",
       schema_bundle_digest: `sha256:${"9".repeat(64)}`,
     };
-    const expected = ["attestation.supported_aip_versions", "attestation.sdk_version_requirement", "attestation.vulnerability_policy_status", "attestation.schema_bundle_digest"];
+    const expected = [
+      "attestation.supported_aip_versions",
+      "attestation.sdk_version_requirement",
+      "attestation.vulnerability_policy_status",
+      "attestation.schema_bundle_digest",
+    ];
     for (const [i, field] of expected.entries()) {
       const fixed = Object.fromEntries(Object.entries(broken).slice(i));
       const error = await refuse(await fresh({ attestation: attestation(OWNER, fixed), implementation_support: {} }), "admission");
@@ -252,7 +267,6 @@ describe("the order of refusals", () => {
 });
 
 describe("manifest digest", () => {
-
   it("refuses a malformed manifest digest as invalid", async () => {
     const change = await fresh();
     for (const digest of [String(change.manifest_digest).toUpperCase(), String(change.manifest_digest).slice(0, -1), "", 42]) {

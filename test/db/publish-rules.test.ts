@@ -158,10 +158,7 @@ describe("capability definition: one contract per capability id, shared by the v
 
   it("shares an identical definition between versions", async () => {
     await accept([await version("cver_rules_cap_2", typeId, [shared])], ["created"]);
-    const { rows } = await db.owner.query(
-      "SELECT version_id FROM aip_version_capabilities WHERE capability_id = $1 ORDER BY version_id",
-      [shared.id],
-    );
+    const { rows } = await db.owner.query("SELECT version_id FROM aip_version_capabilities WHERE capability_id = $1 ORDER BY version_id", [shared.id]);
     expect(rows.map((r) => r.version_id)).toEqual(["cver_rules_cap_1", "cver_rules_cap_2"]);
     const { rows: definitions } = await db.owner.query("SELECT count(*)::int AS n FROM aip_capability_definitions WHERE capability_id = $1", [shared.id]);
     expect(definitions[0].n).toBe(1);
@@ -175,10 +172,7 @@ describe("capability definition: one contract per capability id, shared by the v
 
   it("refuses two contracts for one new capability id within one batch", async () => {
     const fresh = { id: "cap:rules.cap.fresh" };
-    await refuse(
-      [await version("cver_rules_cap_6", typeId, [fresh]), await version("cver_rules_cap_7", typeId, [{ ...fresh, name: "renamed" }])],
-      "conflict",
-    );
+    await refuse([await version("cver_rules_cap_6", typeId, [fresh]), await version("cver_rules_cap_7", typeId, [{ ...fresh, name: "renamed" }])], "conflict");
     const { rows } = await db.owner.query("SELECT 1 FROM aip_capability_definitions WHERE capability_id = $1", [fresh.id]);
     expect(rows).toHaveLength(0);
   });
@@ -275,12 +269,26 @@ describe("capability binding: the key is fixed; the rest only with a newer polic
 
   it("accepts priority, credential, quota and enabled changes with a newer policy revision", async () => {
     const before = await catalogRevision(db.owner);
-    const changed = { ...bound, priority: 1, credential_revision_ref: "credential-revision-2", quota_policy_ref: "quota:rules-bind", enabled: false, policy_revision: 4 };
+    const changed = {
+      ...bound,
+      priority: 1,
+      credential_revision_ref: "credential-revision-2",
+      quota_policy_ref: "quota:rules-bind",
+      enabled: false,
+      policy_revision: 4,
+    };
     await accept([changed], ["updated"]);
     expect(await catalogRevision(db.owner)).toBe(before + 1);
     const page = await db.registry.adminBindings("tenant-bind");
     expect(page.bindings).toEqual([
-      expect.objectContaining({ capability_id: "cap:rules.bind.x", priority: 1, policy_revision: 4, credential_revision_ref: "credential-revision-2", quota_policy_ref: "quota:rules-bind", enabled: false }),
+      expect.objectContaining({
+        capability_id: "cap:rules.bind.x",
+        priority: 1,
+        policy_revision: 4,
+        credential_revision_ref: "credential-revision-2",
+        quota_policy_ref: "quota:rules-bind",
+        enabled: false,
+      }),
     ]);
   });
 
@@ -357,7 +365,10 @@ describe("admission policy: policy_ref fixed; the rest only with a newer revisio
     await refuse([policy("quota:rules-open", { circuit_open_ms: 150.5 })], "invalid", /circuit_open_ms/);
     await refuse([policy("quota:rules-open", { circuit_failure_threshold: 0 })], "invalid", /circuit_failure_threshold/);
     await refuse([policy("quota:rules-open", { revision: 0 })], "invalid", /revision/);
-    await accept([policy("quota:rules-open-min", { circuit_open_ms: 100 }), policy("quota:rules-open-max", { circuit_open_ms: 3600000 })], ["created", "created"]);
+    await accept(
+      [policy("quota:rules-open-min", { circuit_open_ms: 100 }), policy("quota:rules-open-max", { circuit_open_ms: 3600000 })],
+      ["created", "created"],
+    );
   });
 });
 

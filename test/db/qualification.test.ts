@@ -80,7 +80,11 @@ describe("revoking qualification", () => {
   });
 
   it("refuses a registration of a replica of an unqualified version", async () => {
-    const fleet = await publishRoutingFleet(db.registry, { prefix: "qreg", tenant: "tenant-qreg", instances: [{ name: "i", replicas: [{ name: "r", register: false }] }] });
+    const fleet = await publishRoutingFleet(db.registry, {
+      prefix: "qreg",
+      tenant: "tenant-qreg",
+      instances: [{ name: "i", replicas: [{ name: "r", register: false }] }],
+    });
     await db.registry.publish([qualify(fleet.versionId, false)]);
     const error = await refused(db.registry.replicaLifecycle(fleet.replica.r!, "register", { request_id: requestId() }, hostPrincipal(fleet.replica.r!)));
     expect(error.code).toBe("admission");
@@ -129,7 +133,9 @@ describe("restoring qualification", () => {
     );
     const sdk = await refusal(db.registry.publish([qualify("cver_qual_old", true)]));
     expect(sdk.extensions).toMatchObject({ field: "attestation.sdk_version_requirement" });
-    await db.owner.query("UPDATE aip_connector_versions SET attestation = jsonb_set(attestation, '{sdk_version_requirement}', '\"^1.0\"') WHERE version_id = 'cver_qual_old'");
+    await db.owner.query(
+      "UPDATE aip_connector_versions SET attestation = jsonb_set(attestation, '{sdk_version_requirement}', '\"^1.0\"') WHERE version_id = 'cver_qual_old'",
+    );
     expect((await db.registry.publish([qualify("cver_qual_old", true)])).results[0]?.outcome).toBe("updated");
   });
 

@@ -90,8 +90,19 @@ describe("what a record says", () => {
   it("a version: status, qualification, digests, evidence and claims, capability digests; no manifest", async () => {
     const record = await read("version", ONLY_B);
     expect(Object.keys(record ?? {})).toEqual([
-      "id", "connector_type_id", "version", "status", "supply_chain_qualified", "artifact_digest", "manifest_digest",
-      "attestation", "implementation_support", "capabilities", "profiles", "admitted_at", "updated_at",
+      "id",
+      "connector_type_id",
+      "version",
+      "status",
+      "supply_chain_qualified",
+      "artifact_digest",
+      "manifest_digest",
+      "attestation",
+      "implementation_support",
+      "capabilities",
+      "profiles",
+      "admitted_at",
+      "updated_at",
     ]);
     expect(record).toMatchObject({
       id: ONLY_B,

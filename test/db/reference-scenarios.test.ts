@@ -68,7 +68,10 @@ it("zonal failover within a residency constraint: zone 1 offline goes to zone 2;
   expect((await resolve(fleet, newAction(), resident)).assignment.replica_id).toBe(fleet.replica.a1);
 
   await offline(fleet.replica.a1!);
-  expect((await resolve(fleet, newAction(), resident)).assignment).toMatchObject({ replica_id: fleet.replica.a2, topology: { region: "region-a", zone: "zone-2" } });
+  expect((await resolve(fleet, newAction(), resident)).assignment).toMatchObject({
+    replica_id: fleet.replica.a2,
+    topology: { region: "region-a", zone: "zone-2" },
+  });
 
   await offline(fleet.replica.a2!);
   const routesBefore = await routeCount(db.owner, fleet.tenant);

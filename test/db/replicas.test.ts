@@ -6,16 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { hostPrincipal, instance, publishSimpleFleet, replica, requestId, version } from "../support/fleet.js";
-import {
-  catalogRevision,
-  counters,
-  dbNowMs,
-  expectProblem,
-  lifecycle,
-  provisionFleet,
-  replicaRow,
-  waitForLeaseEnd,
-} from "../support/replicas.js";
+import { catalogRevision, counters, dbNowMs, expectProblem, lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -141,7 +132,7 @@ describe("transitions and fences", () => {
     const before = await dbNowMs(db);
     const offline = await lifecycle(db.registry, id, "offline", { previous_sequence: 5 });
     expect(offline).toMatchObject({ status: "offline", sequence: 6 });
-    expect(Date.parse(offline.lease_expires_at!)).toBeLessThanOrEqual((await dbNowMs(db)));
+    expect(Date.parse(offline.lease_expires_at!)).toBeLessThanOrEqual(await dbNowMs(db));
     expect(Date.parse(offline.lease_expires_at!)).toBeGreaterThanOrEqual(before);
     expect(await replicaRow(db, id)).toMatchObject({ status: "offline", health_revision: 6, lease_expires_at: offline.lease_expires_at });
 
@@ -183,7 +174,10 @@ describe("replay", () => {
     await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
     await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, lease_ttl_ms: 25_000 }, hostPrincipal(id)), "conflict");
     await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, previous_sequence: 1 }, hostPrincipal(id)), "conflict");
-    const asHeartbeat = await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...register, previous_sequence: 1 }, hostPrincipal(id)), "conflict");
+    const asHeartbeat = await expectProblem(
+      db.registry.replicaLifecycle(id, "heartbeat", { ...register, previous_sequence: 1 }, hostPrincipal(id)),
+      "conflict",
+    );
     expect(asHeartbeat.extensions).toEqual({ replica_id: id });
     expect(asHeartbeat.message).toContain(register.request_id);
     // An omitted lease_ttl_ms means the default: the same payload as sending 30000.

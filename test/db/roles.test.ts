@@ -153,7 +153,9 @@ describe("the data role", () => {
       expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, $2)", [offline, principal])).toBe("AR403");
     }
     // ...and another host's principal finds nothing.
-    expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, 'service:someone-else')", [offline])).toBe("AR404");
+    expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, 'service:someone-else')", [offline])).toBe(
+      "AR404",
+    );
     expect(await registryState(db.owner)).toEqual(before);
     // The replica's own principal may, and so may the control role as operator.
     const heartbeat = JSON.stringify({ request_id: "msg_roles_heartbeat", previous_sequence: 1 });
@@ -234,7 +236,10 @@ describe("a data-plane-only registry (no control credentials)", () => {
 
   it("answers POST /v1/admin/publications with a 403 problem", async () => {
     const api = createTestApi(dataOnly());
-    const response = await api.call("POST", "/v1/admin/publications", { token: await api.adminToken(), body: { changes: [connectorType("ctype_roles_http")] } });
+    const response = await api.call("POST", "/v1/admin/publications", {
+      token: await api.adminToken(),
+      body: { changes: [connectorType("ctype_roles_http")] },
+    });
     expect(response.status).toBe(403);
     expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
     expect(await response.json()).toMatchObject({ code: "forbidden", status: 403 });

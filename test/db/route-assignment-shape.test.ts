@@ -18,7 +18,12 @@ beforeAll(async () => {
   db = await createTestDatabase();
   // The implicit default policy: every limit but global and type set, a retry scope, and no
   // quota_policy_ref or credential_revision_ref (nullable members must still be present).
-  const fleet = await publishRoutingFleet(db.registry, { prefix: "shape", tenant: "tenant-shape", policy: null, instances: [{ name: "i", replicas: [{ name: "a" }] }] });
+  const fleet = await publishRoutingFleet(db.registry, {
+    prefix: "shape",
+    tenant: "tenant-shape",
+    policy: null,
+    instances: [{ name: "i", replicas: [{ name: "a" }] }],
+  });
   await db.registry.resolveRoute("act_shape_1", fleet.tenant, fleet.capability);
   const { rows } = await db.owner.query<{ record: Record<string, unknown> }>(
     "SELECT aip_assignment_json(a) AS record FROM aip_route_assignments a WHERE action_id = 'act_shape_1'",
@@ -30,7 +35,17 @@ afterAll(() => db?.close());
 const sorted = (keys: Iterable<string>) => [...keys].sort();
 
 /** Members the record joins from the replica and version rows (or builds), not route columns. */
-const JOINED = ["admission", "endpoint", "manifest_digest", "peer_did", "peer_principal_id", "peer_principal_kind", "topology", "transport_profile", "trust_domain"];
+const JOINED = [
+  "admission",
+  "endpoint",
+  "manifest_digest",
+  "peer_did",
+  "peer_principal_id",
+  "peer_principal_kind",
+  "topology",
+  "transport_profile",
+  "trust_domain",
+];
 /** Route bookkeeping: columns that are not part of the record. */
 const BOOKKEEPING = ["last_settlement", "reserved", "retry", "settled_at", "updated_at"];
 /** Columns a new route leaves to their defaults (not reserved for a retry, never settled). */

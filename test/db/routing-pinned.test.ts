@@ -30,7 +30,15 @@ async function twoReplicaFleet(prefix: string, policyOverrides: Record<string, u
     prefix,
     tenant: `tenant-${prefix}`,
     policy: policyOverrides,
-    instances: [{ name: "i", replicas: [{ name: "one", zone: "z1" }, { name: "two", zone: "z2" }] }],
+    instances: [
+      {
+        name: "i",
+        replicas: [
+          { name: "one", zone: "z1" },
+          { name: "two", zone: "z2" },
+        ],
+      },
+    ],
   });
 }
 
@@ -139,8 +147,18 @@ describe("an existing route", () => {
     await settle(created.assignment);
     // a now loses on priority; both credentials rotate.
     await db.registry.publish([
-      binding(fleet.tenant, fleet.capability, fleet.instance.a!, { priority: 9, policy_revision: 2, credential_revision_ref: "credential-revision-2", quota_policy_ref: fleet.policyRef }),
-      binding(fleet.tenant, fleet.capability, fleet.instance.b!, { priority: 5, policy_revision: 2, credential_revision_ref: "credential-revision-2", quota_policy_ref: fleet.policyRef }),
+      binding(fleet.tenant, fleet.capability, fleet.instance.a!, {
+        priority: 9,
+        policy_revision: 2,
+        credential_revision_ref: "credential-revision-2",
+        quota_policy_ref: fleet.policyRef,
+      }),
+      binding(fleet.tenant, fleet.capability, fleet.instance.b!, {
+        priority: 5,
+        policy_revision: 2,
+        credential_revision_ref: "credential-revision-2",
+        quota_policy_ref: fleet.policyRef,
+      }),
     ]);
     const fresh = await resolve(fleet, newAction());
     expect(fresh.assignment).toMatchObject({ instance_id: fleet.instance.b, credential_revision_ref: "credential-revision-2", binding_policy_revision: 2 });
@@ -175,7 +193,11 @@ describe("an existing route", () => {
   });
 
   it("after an instance rollout the retry on the old version fails; new actions take the new version", async () => {
-    const fleet = await publishRoutingFleet(db.registry, { prefix: "rollout", tenant: "tenant-rollout", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
+    const fleet = await publishRoutingFleet(db.registry, {
+      prefix: "rollout",
+      tenant: "tenant-rollout",
+      instances: [{ name: "i", replicas: [{ name: "r" }] }],
+    });
     const actionId = newAction();
     const created = await resolve(fleet, actionId);
     await settle(created.assignment);
@@ -249,7 +271,11 @@ describe("reacquisition refusals", () => {
   });
 
   it("a full pinned replica fails the retry", async () => {
-    const fleet = await publishRoutingFleet(db.registry, { prefix: "full", tenant: "tenant-full", instances: [{ name: "i", replicas: [{ name: "r", capacity: 1 }] }] });
+    const fleet = await publishRoutingFleet(db.registry, {
+      prefix: "full",
+      tenant: "tenant-full",
+      instances: [{ name: "i", replicas: [{ name: "r", capacity: 1 }] }],
+    });
     const actionId = newAction();
     const created = await resolve(fleet, actionId);
     await settle(created.assignment);
@@ -265,7 +291,12 @@ describe("reading a route", () => {
     const fleet = await publishRoutingFleet(db.registry, { prefix: "read", tenant: "tenant-read", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
     const actionId = newAction();
     const created = await resolve(fleet, actionId);
-    expect(await db.registry.getRoute(actionId, fleet.tenant)).toEqual({ assignment: created.assignment, reserved: true, last_settlement: null, settled_at: null });
+    expect(await db.registry.getRoute(actionId, fleet.tenant)).toEqual({
+      assignment: created.assignment,
+      reserved: true,
+      last_settlement: null,
+      settled_at: null,
+    });
     expect(await db.registry.getRoute(actionId, "tenant-someone-else")).toBeNull();
     expect(await db.registry.getRoute("act_unknown", fleet.tenant)).toBeNull();
     await settle(created.assignment, "completed");

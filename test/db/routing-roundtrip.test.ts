@@ -31,7 +31,15 @@ beforeAll(async () => {
     prefix: "trip",
     tenant: "tenant-trip",
     policy: { max_tenant_in_flight: 4, circuit_failure_threshold: 1, circuit_open_ms: 100 },
-    instances: [{ name: "i", replicas: [{ name: "a", zone: "za", capacity: 50 }, { name: "b", zone: "zb", capacity: 50 }] }],
+    instances: [
+      {
+        name: "i",
+        replicas: [
+          { name: "a", zone: "za", capacity: 50 },
+          { name: "b", zone: "zb", capacity: 50 },
+        ],
+      },
+    ],
   });
 });
 afterAll(async () => {
@@ -77,10 +85,16 @@ async function everyPath(registry: Registry, count: () => number): Promise<Recor
   expect((await measure("settle released", () => registry.settleRoute(actionId, tenant, a, "completed"))).released).toBe(true);
   expect((await measure("settle repeated", () => registry.settleRoute(actionId, tenant, a, "completed"))).released).toBe(false);
   expect((await measure("resolve reacquired", () => registry.resolveRoute(actionId, tenant, capability))).outcome).toBe("reacquired");
-  expect((await refused(measure("settle fence-lost", () => registry.settleRoute(actionId, tenant, { ...a, fence_token: "route_x" }, "completed")))).code).toBe("fence-lost");
+  expect((await refused(measure("settle fence-lost", () => registry.settleRoute(actionId, tenant, { ...a, fence_token: "route_x" }, "completed")))).code).toBe(
+    "fence-lost",
+  );
   expect((await refused(measure("resolve conflict", () => registry.resolveRoute(actionId, tenant, "cap:other")))).code).toBe("conflict");
-  expect((await refused(measure("resolve binding-unavailable", () => registry.resolveRoute(newAction(), tenant, "cap:other")))).code).toBe("binding-unavailable");
-  expect((await refused(measure("resolve replica-unavailable", () => registry.resolveRoute(newAction(), tenant, capability, { capacity_class: "none" })))).code).toBe("replica-unavailable");
+  expect((await refused(measure("resolve binding-unavailable", () => registry.resolveRoute(newAction(), tenant, "cap:other")))).code).toBe(
+    "binding-unavailable",
+  );
+  expect(
+    (await refused(measure("resolve replica-unavailable", () => registry.resolveRoute(newAction(), tenant, capability, { capacity_class: "none" })))).code,
+  ).toBe("replica-unavailable");
   const held = [];
   for (let i = 0; i < 3; i++) held.push((await registry.resolveRoute(newAction(), tenant, capability, { zone: "zb" })).assignment);
   expect((await refused(measure("resolve capacity-exceeded", () => registry.resolveRoute(newAction(), tenant, capability)))).code).toBe("capacity-exceeded");

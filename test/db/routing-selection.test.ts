@@ -313,11 +313,22 @@ describe("refusal precedence for a new route", () => {
     const fleet = await publishRoutingFleet(db.registry, {
       prefix: "nulls",
       tenant: "tenant-nulls",
-      policy: { max_global_in_flight: null, max_tenant_in_flight: null, max_connector_type_in_flight: null, max_instance_in_flight: 3, max_binding_in_flight: null, max_tenant_retry_in_flight: null },
+      policy: {
+        max_global_in_flight: null,
+        max_tenant_in_flight: null,
+        max_connector_type_in_flight: null,
+        max_instance_in_flight: 3,
+        max_binding_in_flight: null,
+        max_tenant_retry_in_flight: null,
+      },
       instances: [{ name: "i", replicas: [{ name: "r" }] }],
     });
     const assignment = await route(fleet);
-    expect(assignment.admission).toMatchObject({ policy_ref: fleet.policyRef, scopes: [{ kind: "instance", key: fleet.instance.i, limit: 3 }], retry_scope: null });
+    expect(assignment.admission).toMatchObject({
+      policy_ref: fleet.policyRef,
+      scopes: [{ kind: "instance", key: fleet.instance.i, limit: 3 }],
+      retry_scope: null,
+    });
     const all = await counters(db.owner);
     expect(Object.keys(all).filter((key) => key.includes("tenant-nulls") || key.includes(fleet.typeId))).toEqual([]);
     expect(all[`instance:${fleet.instance.i}`]).toBe(1);
@@ -331,7 +342,11 @@ describe("refusal precedence for a new route", () => {
       instances: [{ name: "i", replicas: [{ name: "r" }] }],
     });
     const assignment = await route(fleet);
-    const { rows } = await db.owner.query<{ key: string }>("SELECT aip_binding_scope_key($1, $2, $3) AS key", [fleet.tenant, fleet.capability, fleet.instance.i]);
+    const { rows } = await db.owner.query<{ key: string }>("SELECT aip_binding_scope_key($1, $2, $3) AS key", [
+      fleet.tenant,
+      fleet.capability,
+      fleet.instance.i,
+    ]);
     expect(assignment.admission).toEqual({
       policy_ref: null,
       policy_revision: 1,

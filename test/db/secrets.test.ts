@@ -19,7 +19,19 @@ import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 
 const CANARY = `S3CR3T-${randomBytes(8).toString("hex")}`;
-const SECRET_NAMES = ["secret", "password", "credential", "credential_value", "api_key", "apiKey", "client_secret", "private_key", "token", "access_token", "authorization"];
+const SECRET_NAMES = [
+  "secret",
+  "password",
+  "credential",
+  "credential_value",
+  "api_key",
+  "apiKey",
+  "client_secret",
+  "private_key",
+  "token",
+  "access_token",
+  "authorization",
+];
 const TENANT = "tenant-sec";
 const SECRET_REF = "vault://tenants/tenant-sec/crm#rev-3";
 const CREDENTIAL_REF = "credential-revision-9";
@@ -73,13 +85,20 @@ async function whereStored(needle: string): Promise<string[]> {
 
 describe("credential values are never persisted", () => {
   it("runs a full cycle with references only: publish, resolve, settle, reacquire, lifecycle, expiry", async () => {
-    const assignment = (await (await api.call("PUT", "/v1/routes/act_sec_1", { token: tenant, body: { capability_id: CAPABILITY } })).json()) as Record<string, unknown>;
+    const assignment = (await (await api.call("PUT", "/v1/routes/act_sec_1", { token: tenant, body: { capability_id: CAPABILITY } })).json()) as Record<
+      string,
+      unknown
+    >;
     expect(assignment).toMatchObject({ credential_revision_ref: CREDENTIAL_REF });
     expect(JSON.stringify(assignment)).not.toContain(SECRET_REF);
     expect((await api.call("POST", "/v1/routes/act_sec_1/settlement", { token: tenant, body: { assignment, outcome: "completed" } })).status).toBe(200);
-    expect((await api.call("PUT", "/v1/routes/act_sec_1", { token: tenant, body: { capability_id: CAPABILITY } })).headers.get("aip-route-outcome")).toBe("reacquired");
+    expect((await api.call("PUT", "/v1/routes/act_sec_1", { token: tenant, body: { capability_id: CAPABILITY } })).headers.get("aip-route-outcome")).toBe(
+      "reacquired",
+    );
     const sequence = (await db.registry.adminGet("replica", "crepl_sec"))!.health_revision as number;
-    expect((await api.call("POST", "/v1/replicas/crepl_sec/offline", { token: host, body: { request_id: requestId(), previous_sequence: sequence } })).status).toBe(200);
+    expect(
+      (await api.call("POST", "/v1/replicas/crepl_sec/offline", { token: host, body: { request_id: requestId(), previous_sequence: sequence } })).status,
+    ).toBe(200);
     expect((await api.call("POST", "/v1/fleet/lease-expiry?limit=10", { token: admin })).status).toBe(200);
     await expectHealthy(db.registry);
   });
@@ -88,14 +107,24 @@ describe("credential values are never persisted", () => {
     const before = await registryState(db.owner);
     const attempts: [string, string, string, (name: string) => unknown][] = [
       ["POST", "/v1/admin/publications", admin, (name) => ({ changes: [{ ...instance("cinst_sec_x", "ctype_sec", "cver_sec_1", TENANT), [name]: CANARY }] })],
-      ["POST", "/v1/admin/publications", admin, (name) => ({ changes: [{ ...binding(TENANT, CAPABILITY, "cinst_sec", { policy_revision: 2 }), [name]: CANARY }] })],
+      [
+        "POST",
+        "/v1/admin/publications",
+        admin,
+        (name) => ({ changes: [{ ...binding(TENANT, CAPABILITY, "cinst_sec", { policy_revision: 2 }), [name]: CANARY }] }),
+      ],
       ["POST", "/v1/admin/publications", admin, (name) => ({ changes: [{ ...replica("crepl_sec_x", "cinst_sec", "cver_sec_1"), [name]: CANARY }] })],
       ["POST", "/v1/admin/publications", admin, (name) => ({ changes: [{ ...connectorType("ctype_sec_x"), [name]: CANARY }] })],
       ["POST", "/v1/admin/publications", admin, (name) => ({ changes: [{ ...policy("quota:sec_x"), [name]: CANARY }] })],
       ["POST", "/v1/admin/publications", admin, (name) => ({ changes: [connectorType("ctype_sec_y")], [name]: CANARY })],
       ["PUT", "/v1/routes/act_sec_x", tenant, (name) => ({ capability_id: CAPABILITY, [name]: CANARY })],
       ["PUT", "/v1/routes/act_sec_x", tenant, (name) => ({ capability_id: CAPABILITY, topology: { [name]: CANARY } })],
-      ["POST", "/v1/routes/act_sec_1/settlement", tenant, (name) => ({ assignment: { action_id: "act_sec_1", fence_token: "x" }, outcome: "completed", [name]: CANARY })],
+      [
+        "POST",
+        "/v1/routes/act_sec_1/settlement",
+        tenant,
+        (name) => ({ assignment: { action_id: "act_sec_1", fence_token: "x" }, outcome: "completed", [name]: CANARY }),
+      ],
       ["POST", "/v1/replicas/crepl_sec/register", host, (name) => ({ request_id: requestId(), [name]: CANARY })],
     ];
     for (const [method, path, token, body] of attempts) {
@@ -126,10 +155,18 @@ describe("credential values are never persisted", () => {
       ];
       // Unknown members are not read by the SQL publication: the records are published, the values dropped.
       await control.query("SELECT aip_publish($1::jsonb, false)", [JSON.stringify(changes)]);
-      await data.query("SELECT aip_host_replica_lifecycle('crepl_sec_sql', 'register', $1::jsonb, 'service:crepl_sec_sql')", [JSON.stringify({ request_id: "msg_sec_sql", ...smuggled })]);
-      const routed = await data.query<{ r: { assignment: Record<string, unknown> } }>("SELECT aip_resolve_route('act_sec_sql', $1, $2, $3::jsonb) AS r", [TENANT, CAPABILITY, JSON.stringify(smuggled)]);
+      await data.query("SELECT aip_host_replica_lifecycle('crepl_sec_sql', 'register', $1::jsonb, 'service:crepl_sec_sql')", [
+        JSON.stringify({ request_id: "msg_sec_sql", ...smuggled }),
+      ]);
+      const routed = await data.query<{ r: { assignment: Record<string, unknown> } }>("SELECT aip_resolve_route('act_sec_sql', $1, $2, $3::jsonb) AS r", [
+        TENANT,
+        CAPABILITY,
+        JSON.stringify(smuggled),
+      ]);
       const assignment = routed.rows[0]!.r.assignment;
-      await expect(data.query("SELECT aip_settle_route('act_sec_sql', $1, $2::jsonb, 'completed')", [TENANT, JSON.stringify({ ...assignment, ...smuggled })])).rejects.toMatchObject({ code: "AR4F9" });
+      await expect(
+        data.query("SELECT aip_settle_route('act_sec_sql', $1, $2::jsonb, 'completed')", [TENANT, JSON.stringify({ ...assignment, ...smuggled })]),
+      ).rejects.toMatchObject({ code: "AR4F9" });
       await data.query("SELECT aip_settle_route('act_sec_sql', $1, $2::jsonb, 'completed')", [TENANT, JSON.stringify(assignment)]);
     } finally {
       await Promise.all([control.end(), data.end()]);
@@ -173,7 +210,10 @@ describe("the HTTP schemas of persisted input", () => {
   const LOOSE = new Set(["#/components/schemas/Manifest", "#/components/schemas/Attestation", "SettlementRequest.assignment"]);
 
   it("refuse unknown members everywhere except the named free-form documents", async () => {
-    const doc = (await (await api.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, any>>; components: { schemas: Record<string, any> } };
+    const doc = (await (await api.app.request("/openapi.json")).json()) as {
+      paths: Record<string, Record<string, any>>;
+      components: { schemas: Record<string, any> };
+    };
     const strict: string[] = [];
     const loose: string[] = [];
     const maps: string[] = [];
@@ -206,7 +246,17 @@ describe("the HTTP schemas of persisted input", () => {
       }
     }
     expect(strict).toEqual(
-      expect.arrayContaining(["ResolveRequest", "SettlementRequest", "LifecycleRequest", "PublicationRequest", "TopologyPreference", "Change[5]", "Change[6]", "Change[8]", "ImplementationSupport"]),
+      expect.arrayContaining([
+        "ResolveRequest",
+        "SettlementRequest",
+        "LifecycleRequest",
+        "PublicationRequest",
+        "TopologyPreference",
+        "Change[5]",
+        "Change[6]",
+        "Change[8]",
+        "ImplementationSupport",
+      ]),
     );
     expect(maps).toEqual(["Change[2].implementation_support"]);
     expect(new Set(loose)).toEqual(LOOSE);

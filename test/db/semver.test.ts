@@ -55,12 +55,27 @@ describe("aip_semver_matches", () => {
     for (const version of excluded) expect(await matches(requirement, version), `${requirement} excludes ${version}`).toBe(false);
   });
 
-  it.each(["", ",", "1.0,", "latest", "v1", "1.0.0.0", "01.0", "1.01", ">=1.*", "^1.*", "*.1", "1.*.2", "1.0.0+build", "1 || 2", "1.0 - 2.0", "1.*-rc", "> =1"])(
-    "does not parse %j",
-    async (requirement) => {
-      expect(await matches(requirement, "1.0.0")).toBeNull();
-    },
-  );
+  it.each([
+    "",
+    ",",
+    "1.0,",
+    "latest",
+    "v1",
+    "1.0.0.0",
+    "01.0",
+    "1.01",
+    ">=1.*",
+    "^1.*",
+    "*.1",
+    "1.*.2",
+    "1.0.0+build",
+    "1 || 2",
+    "1.0 - 2.0",
+    "1.*-rc",
+    "> =1",
+  ])("does not parse %j", async (requirement) => {
+    expect(await matches(requirement, "1.0.0")).toBeNull();
+  });
 
   it("parses at most 32 comparators", async () => {
     expect(await matches(Array(32).fill(">=0.1").join(","), "1.0.0")).toBe(true);

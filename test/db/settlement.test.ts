@@ -58,7 +58,11 @@ describe("release", () => {
   });
 
   it("releases the retry scope a reacquisition took", async () => {
-    const fleet = await publishRoutingFleet(db.registry, { prefix: "retryrel", tenant: "tenant-retryrel", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
+    const fleet = await publishRoutingFleet(db.registry, {
+      prefix: "retryrel",
+      tenant: "tenant-retryrel",
+      instances: [{ name: "i", replicas: [{ name: "r" }] }],
+    });
     const assignment = await route(fleet);
     await settle(assignment, "cancelled");
     const prior = await counters(db.owner);
@@ -77,7 +81,10 @@ describe("fence", () => {
     const mutations: [string, (a: Record<string, any>) => unknown][] = [
       ["another fence token", (a) => ({ ...a, fence_token: other.fence_token })],
       ["a stale copy of another route", () => clone(other)],
-      ["a modified admission limit", (a) => ({ ...a, admission: { ...a.admission, scopes: a.admission.scopes.map((s: any) => ({ ...s, limit: s.limit + 1 })) } })],
+      [
+        "a modified admission limit",
+        (a) => ({ ...a, admission: { ...a.admission, scopes: a.admission.scopes.map((s: any) => ({ ...s, limit: s.limit + 1 })) } }),
+      ],
       ["a dropped admission scope", (a) => ({ ...a, admission: { ...a.admission, scopes: a.admission.scopes.slice(1) } })],
       ["an extra member", (a) => ({ ...a, note: "hello" })],
       ["an extra admission member", (a) => ({ ...a, admission: { ...a.admission, extra: true } })],
@@ -102,12 +109,18 @@ describe("fence", () => {
     const reordered = Object.fromEntries(Object.entries(clone(assignment)).reverse());
     expect((await settle(reordered, "completed", assignment.action_id, fleet.tenant)).released).toBe(true);
     // After release the fence still applies: a repeat with a wrong copy is refused, not a no-op.
-    expect((await refused(settle({ ...clone(assignment), fence_token: other.fence_token }, "completed", assignment.action_id, fleet.tenant))).code).toBe("fence-lost");
+    expect((await refused(settle({ ...clone(assignment), fence_token: other.fence_token }, "completed", assignment.action_id, fleet.tenant))).code).toBe(
+      "fence-lost",
+    );
     await settle(other, "completed");
   });
 
   it("another tenant's or an unknown action is not found", async () => {
-    const fleet = await publishRoutingFleet(db.registry, { prefix: "foreign", tenant: "tenant-foreign", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
+    const fleet = await publishRoutingFleet(db.registry, {
+      prefix: "foreign",
+      tenant: "tenant-foreign",
+      instances: [{ name: "i", replicas: [{ name: "r" }] }],
+    });
     const assignment = await route(fleet);
     const prior = await counters(db.owner);
     const foreign = await refused(settle(assignment, "completed", assignment.action_id, "tenant-intruder"));
@@ -119,7 +132,11 @@ describe("fence", () => {
   });
 
   it("without a verified tenant it is invalid, never a way around tenant isolation", async () => {
-    const fleet = await publishRoutingFleet(db.registry, { prefix: "notenant", tenant: "tenant-notenant", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
+    const fleet = await publishRoutingFleet(db.registry, {
+      prefix: "notenant",
+      tenant: "tenant-notenant",
+      instances: [{ name: "i", replicas: [{ name: "r" }] }],
+    });
     const assignment = await route(fleet);
     for (const tenant of [null, "", "  "]) {
       const refusal = await refused(settle(assignment, "completed", assignment.action_id, tenant as unknown as string));
@@ -131,7 +148,11 @@ describe("fence", () => {
   });
 
   it("refuses an unknown outcome", async () => {
-    const fleet = await publishRoutingFleet(db.registry, { prefix: "outcome", tenant: "tenant-outcome", instances: [{ name: "i", replicas: [{ name: "r" }] }] });
+    const fleet = await publishRoutingFleet(db.registry, {
+      prefix: "outcome",
+      tenant: "tenant-outcome",
+      instances: [{ name: "i", replicas: [{ name: "r" }] }],
+    });
     const assignment = await route(fleet);
     expect((await refused(settle(assignment, "succeeded" as SettlementOutcome))).code).toBe("invalid");
     await settle(assignment, "completed");
@@ -147,7 +168,15 @@ describe("circuit", () => {
       prefix,
       tenant: `tenant-${prefix}`,
       policy: { circuit_failure_threshold: 2, circuit_open_ms: OPEN_MS },
-      instances: [{ name: "i", replicas: [{ name: "a", zone: "za" }, { name: "b", zone: "zb" }] }],
+      instances: [
+        {
+          name: "i",
+          replicas: [
+            { name: "a", zone: "za" },
+            { name: "b", zone: "zb" },
+          ],
+        },
+      ],
     });
   }
 
@@ -216,13 +245,17 @@ describe("circuit", () => {
     await settle(routes[2]!, "lease_expired");
     expect(await replicaState(db.owner, fleet.replica.a!)).toMatchObject({ consecutive_failures: 1, circuit_open: false, active_assignments: 1 });
     await settle(routes[3]!, "outcome_unknown");
-    const open = await db.owner.query<{ until: string }>("SELECT circuit_open_until::text AS until FROM aip_connector_replicas WHERE replica_id = $1", [fleet.replica.a]);
+    const open = await db.owner.query<{ until: string }>("SELECT circuit_open_until::text AS until FROM aip_connector_replicas WHERE replica_id = $1", [
+      fleet.replica.a,
+    ]);
     // Open now; cancelled / lease_expired settlements of other routes leave it exactly as is.
     const more = [await route(fleet, { zone: "zb" }), await route(fleet, { zone: "zb" })];
     expect(more.map((m) => m.replica_id)).toEqual([fleet.replica.b, fleet.replica.b]);
     await settle(more[0]!, "cancelled");
     await settle(more[1]!, "lease_expired");
-    const after = await db.owner.query<{ until: string }>("SELECT circuit_open_until::text AS until FROM aip_connector_replicas WHERE replica_id = $1", [fleet.replica.a]);
+    const after = await db.owner.query<{ until: string }>("SELECT circuit_open_until::text AS until FROM aip_connector_replicas WHERE replica_id = $1", [
+      fleet.replica.a,
+    ]);
     expect(after.rows[0]!.until).toBe(open.rows[0]!.until);
     expect(await replicaState(db.owner, fleet.replica.b!)).toMatchObject({ consecutive_failures: 0, circuit_open: false });
   });

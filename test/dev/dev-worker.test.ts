@@ -25,7 +25,12 @@ beforeAll(async () => {
 afterAll(() => rm(dir, { recursive: true, force: true }));
 
 function runDev(env: Record<string, string>): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, ["--import", "tsx", "scripts/dev-worker.ts"], { cwd: ROOT, env: cleanEnv(env), stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const child = spawn(process.execPath, ["--import", "tsx", "scripts/dev-worker.ts"], {
+    cwd: ROOT,
+    env: cleanEnv(env),
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
   let output = "";
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -115,9 +120,16 @@ describe("a taken port", () => {
   it("stops `npm run dev` at once, saying what to do, before a database, proxy or wrangler starts", async () => {
     const devVars = join(dir, "taken.dev.vars");
     // An unreachable database: reaching for it would be a different failure.
-    const child = runDev({ DEV_PORT: String(port), DATABASE_URL: "postgres://postgres@127.0.0.1:1/none", DEV_VARS_FILE: devVars, DATA_DIR: join(dir, "taken-data") });
+    const child = runDev({
+      DEV_PORT: String(port),
+      DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
+      DEV_VARS_FILE: devVars,
+      DATA_DIR: join(dir, "taken-data"),
+    });
     expect(await exitOf(child)).toBe(1);
-    expect(child.output()).toContain(`npm run dev: port ${port} is in use (is \`npm start\` or another \`npm run dev\` running?): stop it or choose another port with DEV_PORT=<port> npm run dev`);
+    expect(child.output()).toContain(
+      `npm run dev: port ${port} is in use (is \`npm start\` or another \`npm run dev\` running?): stop it or choose another port with DEV_PORT=<port> npm run dev`,
+    );
     await expect(stat(devVars)).rejects.toThrow(/ENOENT/);
     expect(tree(child.pid as number)).toEqual([]);
   });
@@ -144,7 +156,10 @@ describe("the real thing: wrangler dev against PostgreSQL", () => {
     const deadline = Date.now() + 90_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`npm run dev exited with ${child.exitCode}:\n${child.output()}`);
-      const ready = await fetch(`${url}/readyz`).then((r) => r.status, () => 0);
+      const ready = await fetch(`${url}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      );
       if (ready === 200) break;
       if (Date.now() > deadline) throw new Error(`wrangler dev did not become ready:\n${child.output()}`);
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -163,14 +178,15 @@ describe("the real thing: wrangler dev against PostgreSQL", () => {
   });
 
   it("keeps every secret off the command lines `ps` shows", async () => {
-    const secrets = [
-      (await readFile(join(dataDir, "auth-secret"), "utf8")).trim(),
-      (await readFile(join(dataDir, "dev-role-password"), "utf8")).trim(),
-    ];
+    const secrets = [(await readFile(join(dataDir, "auth-secret"), "utf8")).trim(), (await readFile(join(dataDir, "dev-role-password"), "utf8")).trim()];
     const vars = await readFile(devVars, "utf8");
     for (const secret of secrets) expect(vars).toContain(secret);
     expect((await stat(devVars)).mode & 0o777).toBe(0o600);
-    expect(tree(child.pid as number).map((p) => p.cmdline).join("\n")).toMatch(/wrangler\.js dev .*--env-file/);
+    expect(
+      tree(child.pid as number)
+        .map((p) => p.cmdline)
+        .join("\n"),
+    ).toMatch(/wrangler\.js dev .*--env-file/);
     const anywhere = commandLines().map((p) => p.cmdline);
     for (const secret of secrets) expect(anywhere.filter((cmdline) => cmdline.includes(secret))).toEqual([]);
   });

@@ -64,7 +64,9 @@ describe("GET /v1/admin/{kind}/{id}", () => {
     const record = (await (await get(`/v1/admin/versions/${encodeURIComponent(VERSION)}`)).json()) as Record<string, unknown>;
     expect((record.capabilities as { id: string }[]).map((c) => c.id)).toEqual([...CAPABILITIES].sort());
     expect(record.capabilities).toEqual(
-      expect.arrayContaining([expect.objectContaining({ contract_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), schema_digest: expect.stringMatching(/^sha256:/) })]),
+      expect.arrayContaining([
+        expect.objectContaining({ contract_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), schema_digest: expect.stringMatching(/^sha256:/) }),
+      ]),
     );
     expect(record.profiles).toEqual(["aip.native.http.v1"]);
     expect(record.admitted_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
@@ -122,7 +124,10 @@ describe("GET /v1/admin/bindings", () => {
     const smallest = (await (await get(`/v1/admin/bindings?tenant_id=${TENANT}&limit=0`)).json()) as { bindings: unknown[]; next_cursor: string | null };
     expect(smallest.bindings).toHaveLength(1);
     expect(smallest.next_cursor).not.toBeNull();
-    const largest = (await (await get(`/v1/admin/bindings?tenant_id=${TENANT}&limit=99999999999`)).json()) as { bindings: unknown[]; next_cursor: string | null };
+    const largest = (await (await get(`/v1/admin/bindings?tenant_id=${TENANT}&limit=99999999999`)).json()) as {
+      bindings: unknown[];
+      next_cursor: string | null;
+    };
     expect(largest).toMatchObject({ bindings: expect.any(Array), next_cursor: null });
     expect(largest.bindings).toHaveLength(CAPABILITIES.length);
   });
@@ -133,7 +138,13 @@ describe("GET /v1/admin/bindings", () => {
   });
 
   it("refuses a missing tenant or a malformed cursor with 400 invalid", async () => {
-    for (const path of ["/v1/admin/bindings", "/v1/admin/bindings?tenant_id=", `/v1/admin/bindings?tenant_id=${TENANT}&cursor=nope`, `/v1/admin/bindings?tenant_id=${TENANT}&cursor=%5B1%2C2%5D`, `/v1/admin/bindings?tenant_id=${TENANT}&limit=two`]) {
+    for (const path of [
+      "/v1/admin/bindings",
+      "/v1/admin/bindings?tenant_id=",
+      `/v1/admin/bindings?tenant_id=${TENANT}&cursor=nope`,
+      `/v1/admin/bindings?tenant_id=${TENANT}&cursor=%5B1%2C2%5D`,
+      `/v1/admin/bindings?tenant_id=${TENANT}&limit=two`,
+    ]) {
       const response = await get(path);
       expect(response.status, path).toBe(400);
       expect(await response.json()).toMatchObject({ code: "invalid" });
@@ -152,7 +163,10 @@ describe("capability ids in paths", () => {
 describe("POST /v1/admin/publications", () => {
   it("answers the revision and each change's outcome", async () => {
     const before = await registryState(db.owner);
-    const response = await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [policy(POLICY, { revision: 2, max_tenant_in_flight: 5 })] } });
+    const response = await api.call("POST", "/v1/admin/publications", {
+      token: admin,
+      body: { changes: [policy(POLICY, { revision: 2, max_tenant_in_flight: 5 })] },
+    });
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({
       catalog_revision: before.catalog_revision + 1,
@@ -197,11 +211,16 @@ describe("POST /v1/admin/publications", () => {
     expect(await refused.json()).toMatchObject({ code: "admission", status: 422, change_index: 0 });
     const failed = await api.call("POST", "/v1/admin/publications", {
       token: admin,
-      body: { changes: [await version("cver_admin_failed", TYPE, ["cap:admin/a"], { attestation: attestation("org:acme", { license_policy_status: "failed" }) })] },
+      body: {
+        changes: [await version("cver_admin_failed", TYPE, ["cap:admin/a"], { attestation: attestation("org:acme", { license_policy_status: "failed" }) })],
+      },
     });
     // The function's extension members never replace the problem's own (status stays the HTTP status).
     expect(await failed.json()).toMatchObject({ code: "admission", status: 422, field: "attestation.license_policy_status", check_status: "failed" });
-    const missing = await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [instance("cinst_admin_x", TYPE, "cver_missing", TENANT)] } });
+    const missing = await api.call("POST", "/v1/admin/publications", {
+      token: admin,
+      body: { changes: [instance("cinst_admin_x", TYPE, "cver_missing", TENANT)] },
+    });
     expect(missing.status).toBe(404);
     expect(await missing.json()).toMatchObject({ code: "not-found", version_id: "cver_missing" });
   });

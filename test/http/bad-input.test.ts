@@ -89,7 +89,18 @@ describe("POST /v1/admin/publications refuses", () => {
     ["an id with NUL", { ...validChange, id: "ctype_\u0000x" }],
     ["an id over 256 bytes", { ...validChange, id: `ctype_${"é".repeat(130)}` }],
     ["an unknown status", { op: "set_version_status", id: "cver_t_1", status: "retired" }],
-    ["a malformed digest", { op: "admit_version", id: "cver_x", connector_type_id: "ctype_t", version: "1", manifest: { capabilities: [] }, manifest_digest: "sha256:XYZ", attestation: {} }],
+    [
+      "a malformed digest",
+      {
+        op: "admit_version",
+        id: "cver_x",
+        connector_type_id: "ctype_t",
+        version: "1",
+        manifest: { capabilities: [] },
+        manifest_digest: "sha256:XYZ",
+        attestation: {},
+      },
+    ],
     ["a limit of zero", { op: "put_admission_policy", policy_ref: "quota:x", revision: 1, max_tenant_in_flight: 0 }],
     ["a change that is not an object", "put_connector_type"],
   ])("a change with %s with 400 invalid", async (_what, change) => {
@@ -98,7 +109,13 @@ describe("POST /v1/admin/publications refuses", () => {
   });
 
   it("a number too large for a double with 400 invalid", async () => {
-    await expectProblem(await post(`{"changes": [{"op": "put_instance", "id": "cinst_x", "connector_type_id": "ctype_t", "version_id": "cver_t_1", "tenant_id": "tenant-a", "config_revision": 1e400, "secret_provider_ref": "vault://x"}]}`), 400, "invalid");
+    await expectProblem(
+      await post(
+        `{"changes": [{"op": "put_instance", "id": "cinst_x", "connector_type_id": "ctype_t", "version_id": "cver_t_1", "tenant_id": "tenant-a", "config_revision": 1e400, "secret_provider_ref": "vault://x"}]}`,
+      ),
+      400,
+      "invalid",
+    );
   });
 
   it("text the database cannot store (NUL, lone surrogates) inside a manifest with 400 invalid", async () => {
@@ -156,7 +173,20 @@ describe("POST /v1/admin/publications refuses", () => {
     const [header, payload] = admin.split(".");
     const unsigned = `${Buffer.from(JSON.stringify({ alg: "none", typ: "JWT" })).toString("base64url")}.${payload}.`;
     const tampered = `${header}.${Buffer.from(JSON.stringify({ scope: "registry:admin", sub: "mallory", exp: 9999999999 })).toString("base64url")}.${admin.split(".")[2]}`;
-    for (const authorization of [undefined, "", "Bearer", "Bearer ", "Basic dXNlcjpwYXNz", `Token ${admin}`, "Bearer not-a-jwt", `Bearer ${wrongKey}`, `Bearer ${expired}`, `Bearer ${unsigned}`, `Bearer ${tampered}`, `Bearer ${admin} extra`]) {
+    for (const authorization of [
+      undefined,
+      "",
+      "Bearer",
+      "Bearer ",
+      "Basic dXNlcjpwYXNz",
+      `Token ${admin}`,
+      "Bearer not-a-jwt",
+      `Bearer ${wrongKey}`,
+      `Bearer ${expired}`,
+      `Bearer ${unsigned}`,
+      `Bearer ${tampered}`,
+      `Bearer ${admin} extra`,
+    ]) {
       const response = await api.app.request(PUBLICATIONS, {
         method: "POST",
         headers: { "content-type": "application/json", ...(authorization !== undefined ? { authorization } : {}) },
@@ -169,7 +199,12 @@ describe("POST /v1/admin/publications refuses", () => {
 
   it("a token without the registry:admin scope with 403 forbidden", async () => {
     const body = JSON.stringify({ changes: [validChange] });
-    for (const token of [await api.tenantToken("tenant-a"), await api.token({ scopes: ["replicas:write"] }), await api.token({ scopes: ["fleet:read"] }), await api.token({ scopes: [] })]) {
+    for (const token of [
+      await api.tenantToken("tenant-a"),
+      await api.token({ scopes: ["replicas:write"] }),
+      await api.token({ scopes: ["fleet:read"] }),
+      await api.token({ scopes: [] }),
+    ]) {
       await expectProblem(await post(body, undefined, token), 403, "forbidden");
     }
   });

@@ -31,7 +31,16 @@ beforeAll(async () => {
   const { rows } = await db.owner.query<{ bytes: number }>(
     `SELECT octet_length(aip_canonical_json(jsonb_build_object('capability', $1::jsonb,
        'contract_digest', 'sha256:' || repeat('0', 64), 'schema_digest', 'sha256:' || repeat('0', 64)))) AS bytes`,
-    [JSON.stringify({ id: caps[0], name: "big.00", description: "", kind: "tool", input_schema: { type: "object", properties: { q: { type: "string" } } }, output_schema: { type: "object" } })],
+    [
+      JSON.stringify({
+        id: caps[0],
+        name: "big.00",
+        description: "",
+        kind: "tool",
+        input_schema: { type: "object", properties: { q: { type: "string" } } },
+        output_schema: { type: "object" },
+      }),
+    ],
   );
   const description = "x".repeat(SIZE - rows[0]!.bytes);
   const spec = (id: string) => ({ id, description });

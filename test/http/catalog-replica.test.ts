@@ -95,7 +95,10 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
   it("never mixes revisions in a page while publications stream in", async () => {
     const expected = new Map<number, string[]>();
     const start = await control.catalogPage(TENANT, { limit: 200 });
-    expected.set(start.catalog_revision, start.capabilities.map((d) => (d.capability as { id: string }).id));
+    expected.set(
+      start.catalog_revision,
+      start.capabilities.map((d) => (d.capability as { id: string }).id),
+    );
     let publishing = true;
     const seen: { revision: number; ids: string[]; total: number }[] = [];
     /** Lets the readers take a few pages between two publications (no clock involved). */
@@ -110,7 +113,10 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
         const result = await control.publish([binding(TENANT, cap, "cinst_replica", { enabled: n % 2 === 0, policy_revision: 2 + n })]);
         const page = await control.catalogPage(TENANT, { limit: 200 });
         expect(page.catalog_revision).toBe(result.catalog_revision);
-        expected.set(page.catalog_revision, page.capabilities.map((d) => (d.capability as { id: string }).id));
+        expected.set(
+          page.catalog_revision,
+          page.capabilities.map((d) => (d.capability as { id: string }).id),
+        );
       }
       publishing = false;
     })();
@@ -155,7 +161,9 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
       expect(validated).toMatchObject({ catalog_revision: published.catalog_revision, not_modified: true, text: null });
       expect(sent).toEqual({ primary: 1, standby: 1 });
       // An older cursor is stale wherever it is asked.
-      await expect(registry.catalogPage(TENANT, { limit: 1, cursor: `${before.catalog_revision - 1}:0:0000000000000000:x` })).rejects.toMatchObject({ code: "stale-cursor" });
+      await expect(registry.catalogPage(TENANT, { limit: 1, cursor: `${before.catalog_revision - 1}:0:0000000000000000:x` })).rejects.toMatchObject({
+        code: "stale-cursor",
+      });
     } finally {
       await standby.resumeReplay();
     }

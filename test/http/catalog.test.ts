@@ -103,7 +103,17 @@ describe("query parameters", () => {
   });
 
   it("answers malformed input with 400 invalid and an old cursor with 409 stale-cursor", async () => {
-    for (const query of ["limit=abc", "limit=2.5", "max_bytes=0", "max_bytes=-1", "max_bytes=x", "cursor=garbage", `cursor=${enc("x:1:2:3")}`, "capability_id=", `q=${"q".repeat(513)}`]) {
+    for (const query of [
+      "limit=abc",
+      "limit=2.5",
+      "max_bytes=0",
+      "max_bytes=-1",
+      "max_bytes=x",
+      "cursor=garbage",
+      `cursor=${enc("x:1:2:3")}`,
+      "capability_id=",
+      `q=${"q".repeat(513)}`,
+    ]) {
       const response = await get(`/v1/catalog/capabilities?${query}`, tokenA);
       expect(response.status, query).toBe(400);
       expect(response.headers.get("content-type")).toContain("application/problem+json");
@@ -146,7 +156,12 @@ describe("ETag revalidation", () => {
 
     // Host churn does not move the revision.
     const state = (await db.registry.adminGet("replica", replicaA))!;
-    await db.registry.replicaLifecycle(replicaA, "heartbeat", { request_id: requestId(), previous_sequence: state.health_revision as number }, hostPrincipal(replicaA));
+    await db.registry.replicaLifecycle(
+      replicaA,
+      "heartbeat",
+      { request_id: requestId(), previous_sequence: state.health_revision as number },
+      hostPrincipal(replicaA),
+    );
     expect((await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag })).status).toBe(304);
 
     await db.registry.publish([policy("quota:http-etag")]);

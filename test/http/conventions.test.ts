@@ -41,7 +41,9 @@ describe("a known path with another method", () => {
     ["POST", "/docs", "GET, HEAD"],
     ["PUT", "/metrics", "GET, HEAD"],
   ])("%s %s is 405 with Allow: %s", async (method, path, allow) => {
-    const response = await call(method, path, { bearer: await token(["registry:admin", "fleet:read", "routes:write", "replicas:write", "catalog:read"], { tenantId: "tenant-a" }) });
+    const response = await call(method, path, {
+      bearer: await token(["registry:admin", "fleet:read", "routes:write", "replicas:write", "catalog:read"], { tenantId: "tenant-a" }),
+    });
     expect(response.status).toBe(405);
     expect(response.headers.get("allow")).toBe(allow);
     expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
@@ -73,33 +75,45 @@ describe("bearer challenges (RFC 6750)", () => {
     ["a malformed token", async () => "not.a.token"],
     ["a token signed with another secret", () => mintToken("another-secret-another-secret-0123456789", { subject: "t", scopes: ["catalog:read"] })],
     ["an expired token", () => token(["catalog:read"], { ttlSeconds: -60 })],
-  ])("401 for %s: error=\"invalid_token\" with a description", async (_, make) => {
+  ])('401 for %s: error="invalid_token" with a description', async (_, make) => {
     const response = await call("GET", "/v1/catalog/capabilities", { bearer: await make() });
     expect(response.status).toBe(401);
     const challenge = response.headers.get("www-authenticate") ?? "";
     expect(challenge).toMatch(/^Bearer realm="aip-registry", error="invalid_token", error_description="invalid bearer token: [\x20\x21\x23-\x5b\x5d-\x7e]+"$/);
   });
 
-  it("403 for a missing scope: error=\"insufficient_scope\" naming the scope that would do", async () => {
-    const response = await call("PUT", "/v1/routes/act_1", { bearer: await token(["catalog:read"], { tenantId: "tenant-a" }), body: { capability_id: "cap:x" } });
+  it('403 for a missing scope: error="insufficient_scope" naming the scope that would do', async () => {
+    const response = await call("PUT", "/v1/routes/act_1", {
+      bearer: await token(["catalog:read"], { tenantId: "tenant-a" }),
+      body: { capability_id: "cap:x" },
+    });
     expect(response.status).toBe(403);
     expect(response.headers.get("www-authenticate")).toBe(
       'Bearer realm="aip-registry", error="insufficient_scope", error_description="this operation needs the routes:write scope", scope="routes:write"',
     );
     const either = await call("GET", "/v1/fleet/status", { bearer: await token(["catalog:read"]) });
-    expect(either.headers.get("www-authenticate")).toContain('error="insufficient_scope", error_description="this operation needs the fleet:read or registry:admin scope", scope="fleet:read"');
+    expect(either.headers.get("www-authenticate")).toContain(
+      'error="insufficient_scope", error_description="this operation needs the fleet:read or registry:admin scope", scope="fleet:read"',
+    );
   });
 
   it("403 for a token without the tenant routing needs: insufficient_scope", async () => {
     const response = await call("PUT", "/v1/routes/act_1", { bearer: await token(["routes:write"]), body: { capability_id: "cap:x" } });
     expect(response.status).toBe(403);
-    expect(response.headers.get("www-authenticate")).toMatch(/^Bearer realm="aip-registry", error="insufficient_scope", error_description="the token carries no tenant_id/);
+    expect(response.headers.get("www-authenticate")).toMatch(
+      /^Bearer realm="aip-registry", error="insufficient_scope", error_description="the token carries no tenant_id/,
+    );
   });
 
   it("403 for a host token without its peer principal: insufficient_scope", async () => {
-    const response = await call("POST", "/v1/replicas/crepl_1/heartbeat", { bearer: await token(["replicas:write"]), body: { request_id: "msg_1", previous_sequence: 1 } });
+    const response = await call("POST", "/v1/replicas/crepl_1/heartbeat", {
+      bearer: await token(["replicas:write"]),
+      body: { request_id: "msg_1", previous_sequence: 1 },
+    });
     expect(response.status).toBe(403);
-    expect(response.headers.get("www-authenticate")).toMatch(/error="insufficient_scope", error_description="a connector-host token must carry peer_principal_id/);
+    expect(response.headers.get("www-authenticate")).toMatch(
+      /error="insufficient_scope", error_description="a connector-host token must carry peer_principal_id/,
+    );
   });
 
   it("no challenge on a 403 that is not about the token (a data-plane-only process asked for the control plane)", async () => {
@@ -111,7 +125,10 @@ describe("bearer challenges (RFC 6750)", () => {
 
 describe("validation errors name each field", () => {
   it("reports an unknown key at its own path", async () => {
-    const response = await call("PUT", "/v1/routes/act_1", { bearer: await gateway(), body: { capability_id: "cap:x", topology: { region: "eu-west", regoin: "eu" } } });
+    const response = await call("PUT", "/v1/routes/act_1", {
+      bearer: await gateway(),
+      body: { capability_id: "cap:x", topology: { region: "eu-west", regoin: "eu" } },
+    });
     expect(response.status).toBe(400);
     expect(response.body.errors).toEqual([{ field: "topology.regoin", message: "is not a known field" }]);
     expect(response.body.detail).toBe("request validation failed: topology.regoin: is not a known field");

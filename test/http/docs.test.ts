@@ -63,7 +63,9 @@ describe("GET /docs on Node (bundled assets)", () => {
   it("loads the server's own copies of the pinned files, each with its integrity, and reads /openapi.json", async () => {
     const { html, nonce } = await page(app);
     for (const file of FILES) {
-      const tag = new RegExp(`(?:src|href)="${literal(`${BUNDLED_ASSET_PREFIX}${file}`)}" integrity="([^"]+)" crossorigin="anonymous" nonce="${literal(nonce as string)}"`).exec(html);
+      const tag = new RegExp(
+        `(?:src|href)="${literal(`${BUNDLED_ASSET_PREFIX}${file}`)}" integrity="([^"]+)" crossorigin="anonymous" nonce="${literal(nonce as string)}"`,
+      ).exec(html);
       expect(tag?.[1], file).toBe(SWAGGER_UI_FILES[file].integrity);
     }
     expect(html).not.toMatch(/https?:\/\//);
@@ -97,7 +99,9 @@ describe("GET /docs in the Worker's mode (CDN assets)", () => {
     const { html, nonce } = await page(app);
     expect(CDN_ASSET_PREFIX).toBe(`https://cdn.jsdelivr.net/npm/swagger-ui-dist@${SWAGGER_UI_VERSION}/`);
     for (const file of FILES) {
-      const tag = new RegExp(`(?:src|href)="${literal(`${CDN_ASSET_PREFIX}${file}`)}" integrity="([^"]+)" crossorigin="anonymous" nonce="${literal(nonce as string)}"`).exec(html);
+      const tag = new RegExp(
+        `(?:src|href)="${literal(`${CDN_ASSET_PREFIX}${file}`)}" integrity="([^"]+)" crossorigin="anonymous" nonce="${literal(nonce as string)}"`,
+      ).exec(html);
       expect(tag?.[1], file).toBe(SWAGGER_UI_FILES[file].integrity);
     }
     expect((await app.request(`${BUNDLED_ASSET_PREFIX}swagger-ui.css`)).status).toBe(404);

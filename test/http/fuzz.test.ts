@@ -114,7 +114,8 @@ const SAMPLES: Record<string, Sample> = {
   "PUT /v1/routes/:action_id": {
     // The pinned action (200, nothing changes) or a new one (201: a legitimate change).
     params: () => ({ action_id: ++fresh % 2 === 0 ? PINNED : `act_fz_${fresh}` }),
-    body: () => fromPlain({ capability_id: CAPABILITY, topology: { region: "eu-west", zone: "eu-west-1a", capacity_class: "standard", allow_cross_region: true } }),
+    body: () =>
+      fromPlain({ capability_id: CAPABILITY, topology: { region: "eu-west", zone: "eu-west-1a", capacity_class: "standard", allow_cross_region: true } }),
   },
   "GET /v1/routes/:action_id": { params: () => ({ action_id: PINNED }) },
   "POST /v1/routes/:action_id/settlement": {
@@ -168,7 +169,12 @@ function request(method: string, target: string, token: string | null, body?: Js
 
 function sampleRequest(route: { method: string; path: string }, token = tokens.all): FuzzRequest {
   const sample = sampleOf(route);
-  return request(route.method, url(route, sample.params?.() ?? {}, sample.query), token, bodyRoutes.has(`${route.method} ${route.path}`) ? sample.body?.() : undefined);
+  return request(
+    route.method,
+    url(route, sample.params?.() ?? {}, sample.query),
+    token,
+    bodyRoutes.has(`${route.method} ${route.path}`) ? sample.body?.() : undefined,
+  );
 }
 
 /** Send, judge, and hold the database to the snapshot when the database refused a change. */
@@ -215,7 +221,17 @@ describe("the route table", () => {
 
 describe("hostile input never produces a 500, a leak, or a change by a refused request", () => {
   it("bodies: mutated valid documents and arbitrary JSON, on every route that takes a body", async () => {
-    const malformed = fc.constantFrom<Json>(new Raw("{"), new Raw('{"a":1,}'), new Raw(""), new Raw("\ufeff{}"), new Raw("[]"), new Raw("null"), new Raw('{"a":1} x'), new Raw("\u0000"), new Raw("'a'"));
+    const malformed = fc.constantFrom<Json>(
+      new Raw("{"),
+      new Raw('{"a":1,}'),
+      new Raw(""),
+      new Raw("\ufeff{}"),
+      new Raw("[]"),
+      new Raw("null"),
+      new Raw('{"a":1} x'),
+      new Raw("\u0000"),
+      new Raw("'a'"),
+    );
     const cases = fc.constantFrom(...fuzzed.filter((r) => bodyRoutes.has(`${r.method} ${r.path}`))).chain((route) =>
       fc.record({
         route: fc.constant(route),
@@ -297,7 +313,12 @@ describe("hostile input never produces a 500, a leak, or a change by a refused r
     await fc.assert(
       fc.asyncProperty(cases, async ({ route, method, token, withBody }) => {
         const sample = sampleOf(route);
-        const r = request(method, url(route, sample.params?.() ?? {}, sample.query), tokenOf(token), withBody ? (sample.body?.() ?? fromPlain({ a: 1 })) : undefined);
+        const r = request(
+          method,
+          url(route, sample.params?.() ?? {}, sample.query),
+          tokenOf(token),
+          withBody ? (sample.body?.() ?? fromPlain({ a: 1 })) : undefined,
+        );
         const verdict = await exercise(r);
         if (verdict.status < 400) {
           const own = routes.some((x) => x.path === route.path && (x.method === method || (method === "HEAD" && x.method === "GET")));

@@ -29,10 +29,7 @@ beforeAll(async () => {
   api = createTestApi(db.registry);
   admin = await api.adminToken();
   tables = Object.keys((await registryState(db.owner)).tables);
-  const changes: Record<string, unknown>[] = [
-    connectorType("ctype_sql"),
-    await version("cver_sql_1", "ctype_sql", [...PAYLOADS.map(cap), "cap:sql.plain"]),
-  ];
+  const changes: Record<string, unknown>[] = [connectorType("ctype_sql"), await version("cver_sql_1", "ctype_sql", [...PAYLOADS.map(cap), "cap:sql.plain"])];
   for (const p of PAYLOADS) {
     changes.push(
       policy(`quota:${p}`),
@@ -79,7 +76,9 @@ describe("payloads in record fields are stored and read back verbatim", () => {
         peer_did: `did:key:${p}`,
         trust_domain: p,
       });
-      expect(await ok(await api.call("GET", `/v1/admin/admission-policies/${enc(`quota:${p}`)}`, { token: admin }))).toMatchObject({ policy_ref: `quota:${p}` });
+      expect(await ok(await api.call("GET", `/v1/admin/admission-policies/${enc(`quota:${p}`)}`, { token: admin }))).toMatchObject({
+        policy_ref: `quota:${p}`,
+      });
       const bindings = await ok(await api.call("GET", `/v1/admin/bindings?tenant_id=${enc(tenantOf(p))}`, { token: admin }));
       expect(bindings.bindings).toEqual([expect.objectContaining({ tenant_id: tenantOf(p), capability_id: cap(p), credential_revision_ref: `cred:${p}` })]);
     }
@@ -96,7 +95,9 @@ describe("payloads in record fields are stored and read back verbatim", () => {
       const replay = await api.call("POST", `/v1/replicas/${enc(`crepl_${p}`)}/register`, { token: host, body: { request_id: p, lease_ttl_ms: 300_000 } });
       expect(await replay.text()).toBe(text);
     }
-    const { rows } = await db.owner.query<{ n: number }>("SELECT count(*)::int AS n FROM aip_connector_replicas WHERE last_request_id = ANY($1::text[])", [PAYLOADS]);
+    const { rows } = await db.owner.query<{ n: number }>("SELECT count(*)::int AS n FROM aip_connector_replicas WHERE last_request_id = ANY($1::text[])", [
+      PAYLOADS,
+    ]);
     expect(rows[0]!.n).toBe(PAYLOADS.length);
   });
 
@@ -120,14 +121,18 @@ describe("payloads in record fields are stored and read back verbatim", () => {
       const other = PAYLOADS[(PAYLOADS.indexOf(p) + 1) % PAYLOADS.length]!;
       const otherToken = await api.tenantToken(tenantOf(other));
       expect((await problem(await api.call("GET", `/v1/routes/${enc(actionId)}`, { token: otherToken }))).code).toBe("not-found");
-      expect((await problem(await api.call("PUT", `/v1/routes/${enc(`act_x_${p}`)}`, { token: otherToken, body: { capability_id: cap(p) } }))).code).toBe("binding-unavailable");
+      expect((await problem(await api.call("PUT", `/v1/routes/${enc(`act_x_${p}`)}`, { token: otherToken, body: { capability_id: cap(p) } }))).code).toBe(
+        "binding-unavailable",
+      );
       expect(await ok(await api.call("POST", `/v1/routes/${enc(actionId)}/settlement`, { token, body: { assignment, outcome: "completed" } }))).toEqual({
         action_id: actionId,
         released: true,
         last_settlement: "completed",
       });
     }
-    const { rows } = await db.owner.query<{ n: number }>("SELECT count(*)::int AS n FROM aip_route_assignments WHERE action_id = ANY($1::text[])", [PAYLOADS.map((p) => `act_${p}`)]);
+    const { rows } = await db.owner.query<{ n: number }>("SELECT count(*)::int AS n FROM aip_route_assignments WHERE action_id = ANY($1::text[])", [
+      PAYLOADS.map((p) => `act_${p}`),
+    ]);
     expect(rows[0]!.n).toBe(PAYLOADS.length);
   });
 });
@@ -153,7 +158,10 @@ describe("payloads in read filters are matched as data", () => {
       const token = await api.tenantToken(tenantOf(p));
       for (const q of ["%", "_", "' OR '1'='1", p]) {
         const page = await ok(await api.call("GET", `/v1/catalog/capabilities?q=${enc(q)}`, { token }));
-        expect(page.capabilities.map((d: any) => d.capability.id), `${p} / ${q}`).toEqual(literalMatches(q).filter((id) => id === cap(p)));
+        expect(
+          page.capabilities.map((d: any) => d.capability.id),
+          `${p} / ${q}`,
+        ).toEqual(literalMatches(q).filter((id) => id === cap(p)));
       }
     }
   });
@@ -174,7 +182,9 @@ describe("payloads in read filters are matched as data", () => {
     const token = await api.tenantToken(tenantOf(PAYLOADS[0]!));
     for (const p of PAYLOADS) {
       expect(["invalid", "stale-cursor"], p).toContain((await problem(await api.call("GET", `/v1/catalog/capabilities?cursor=${enc(p)}`, { token }))).code);
-      expect(["invalid", "stale-cursor"], p).toContain((await problem(await api.call("GET", `/v1/admin/catalog/capabilities?unbound=true&cursor=${enc(p)}`, { token: admin }))).code);
+      expect(["invalid", "stale-cursor"], p).toContain(
+        (await problem(await api.call("GET", `/v1/admin/catalog/capabilities?unbound=true&cursor=${enc(p)}`, { token: admin }))).code,
+      );
       expect((await problem(await api.call("GET", `/v1/admin/bindings?tenant_id=x&cursor=${enc(p)}`, { token: admin }))).code).toBe("invalid");
       for (const kind of ["connector-types", "versions", "instances", "replicas", "admission-policies"]) {
         expect((await problem(await api.call("GET", `/v1/admin/${kind}/${enc(p)}`, { token: admin }))).code, `${kind} ${p}`).toBe("not-found");

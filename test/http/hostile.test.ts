@@ -59,12 +59,24 @@ describe("nesting: 128 levels pass, 129 are refused, by the HTTP schema and by S
     const publish = async (id: string, depth: number) => {
       const change = await version(id, "ctype_ho", ["cap:ho.search"]);
       const manifest = { ...change.manifest, note: JSON.parse(nested(depth - 1).text) };
-      const body = JSON.stringify({ changes: [{ ...change, manifest, manifest_digest: await canonicalDigest(manifest), attestation: { ...attestation(), schema_bundle_digest: change.attestation.schema_bundle_digest } }] });
+      const body = JSON.stringify({
+        changes: [
+          {
+            ...change,
+            manifest,
+            manifest_digest: await canonicalDigest(manifest),
+            attestation: { ...attestation(), schema_bundle_digest: change.attestation.schema_bundle_digest },
+          },
+        ],
+      });
       return { body, response: await raw("POST", PUBLICATIONS, body, admin) };
     };
     const before = await registryState(db.owner);
     const deep = await publish("cver_ho_deep129", 129);
-    expect((await answer(deep.response)).body).toMatchObject({ code: "invalid", errors: [expect.objectContaining({ field: expect.stringContaining("manifest") })] });
+    expect((await answer(deep.response)).body).toMatchObject({
+      code: "invalid",
+      errors: [expect.objectContaining({ field: expect.stringContaining("manifest") })],
+    });
     expect(await registryState(db.owner)).toEqual(before);
 
     // The database enforces the same limit on its own (a caller that skips the HTTP schemas).
@@ -88,7 +100,10 @@ describe("nesting: 128 levels pass, 129 are refused, by the HTTP schema and by S
     const { assignment } = await db.registry.resolveRoute(id, "tenant-ho", CAPABILITY);
     const before = await registryState(db.owner);
     const settle = (depth: number) => {
-      const text = JSON.stringify({ assignment: { ...assignment, extra: "PLACEHOLDER" }, outcome: "completed" }).replace('"PLACEHOLDER"', nested(depth - 1).text);
+      const text = JSON.stringify({ assignment: { ...assignment, extra: "PLACEHOLDER" }, outcome: "completed" }).replace(
+        '"PLACEHOLDER"',
+        nested(depth - 1).text,
+      );
       return raw("POST", `/v1/routes/${id}/settlement`, text);
     };
     expect((await answer(await settle(128))).body.code).toBe("fence-lost");
@@ -119,7 +134,9 @@ describe("lone surrogates are refused, never rewritten to U+FFFD", () => {
     expect(resolve.body).toMatchObject({ code: "invalid", errors: [expect.objectContaining({ field: "capability_id" })] });
     const lifecycle = await answer(await raw("POST", "/v1/replicas/crepl_ho_tenant-ho/register", '{"request_id":"msg_\\udc00"}', host));
     expect(lifecycle.body.code).toBe("invalid");
-    const publication = await answer(await raw("POST", PUBLICATIONS, JSON.stringify({ changes: [connectorType("ctype_ho_PLACEHOLDER")] }).replace("PLACEHOLDER", "\\ud800"), admin));
+    const publication = await answer(
+      await raw("POST", PUBLICATIONS, JSON.stringify({ changes: [connectorType("ctype_ho_PLACEHOLDER")] }).replace("PLACEHOLDER", "\\ud800"), admin),
+    );
     expect(publication.body.code).toBe("invalid");
     expect(await registryState(db.owner)).toEqual(before);
   });
@@ -144,7 +161,12 @@ describe("NUL bytes, invalid UTF-8 and odd members", () => {
       ["GET", "/v1/catalog/capabilities/cap%00x", undefined, tenant],
       ["POST", "/v1/replicas/crepl_ho_tenant-ho/register", JSON.stringify({ request_id: "msg_\u0000" }), host],
       ["POST", PUBLICATIONS, JSON.stringify({ changes: [{ ...connectorType("ctype_ho_nul"), owner: "org:\u0000" }] }), admin],
-      ["POST", PUBLICATIONS, JSON.stringify({ changes: [instance("cinst_ho_nul", "ctype_ho", "cver_ho_1", "tenant-ho", 1, { secret_provider_ref: "vault://\u0000" })] }), admin],
+      [
+        "POST",
+        PUBLICATIONS,
+        JSON.stringify({ changes: [instance("cinst_ho_nul", "ctype_ho", "cver_ho_1", "tenant-ho", 1, { secret_provider_ref: "vault://\u0000" })] }),
+        admin,
+      ],
       ["GET", "/v1/admin/bindings?tenant_id=%00", undefined, admin],
     ];
     for (const [method, path, body, token] of cases) {
@@ -229,7 +251,7 @@ describe("numbers at the boundaries are accepted end to end, and refused one pas
 
   it("refuses 1e309, 2^53 + 1 and fractions in lifecycle requests, and reads -0 as the sequence 0", async () => {
     const replicaId = "crepl_ho_tenant-ho";
-    for (const literal of ["1e309", "-1e309", "9007199254740993", "9007199254740992", "1.5", "-1", "\"1\"", "null"]) {
+    for (const literal of ["1e309", "-1e309", "9007199254740993", "9007199254740992", "1.5", "-1", '"1"', "null"]) {
       const result = await answer(await raw("POST", `/v1/replicas/${replicaId}/heartbeat`, `{"request_id":"msg_ho_n","previous_sequence":${literal}}`, host));
       expect(result.body.code, literal).toBe("invalid");
     }
@@ -242,7 +264,9 @@ describe("numbers at the boundaries are accepted end to end, and refused one pas
     const first = await api.call("GET", "/v1/catalog/capabilities", { token: tenant });
     const digest = /-([0-9a-f]{16})"$/.exec(first.headers.get("etag") ?? "")?.[1];
     expect(digest).toBeDefined();
-    const page = await answer(await api.call("GET", "/v1/catalog/capabilities", { token: tenant, headers: { "if-none-match": `W/"9999999999999999-${digest}"` } }));
+    const page = await answer(
+      await api.call("GET", "/v1/catalog/capabilities", { token: tenant, headers: { "if-none-match": `W/"9999999999999999-${digest}"` } }),
+    );
     expect(page.status).toBe(200);
   });
 });

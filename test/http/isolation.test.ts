@@ -84,7 +84,12 @@ async function refusal(response: Response, status: number, code: string, inputs:
 }
 
 /** The problem body without the fields that differ between any two requests. */
-const shape = (body: Record<string, unknown>, actionId: string) => ({ ...body, request_id: "-", detail: String(body.detail).replace(actionId, "<action>"), action_id: undefined });
+const shape = (body: Record<string, unknown>, actionId: string) => ({
+  ...body,
+  request_id: "-",
+  detail: String(body.detail).replace(actionId, "<action>"),
+  action_id: undefined,
+});
 
 const sign = (payload: Record<string, unknown>, header: Record<string, unknown> = {}) =>
   new SignJWT(payload)
@@ -103,16 +108,29 @@ describe("another tenant's action", () => {
 
   it("cannot be settled with its exact, stolen assignment, nor with one rewritten to the thief's tenant", async () => {
     for (const outcome of ["completed", "outcome_unknown", "cancelled", "lease_expired"]) {
-      await refusal(await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, { token: attacker, body: `{"assignment":${stolenText},"outcome":"${outcome}"}` }), 404, "not-found", [VICTIM_ACTION]);
+      await refusal(
+        await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, { token: attacker, body: `{"assignment":${stolenText},"outcome":"${outcome}"}` }),
+        404,
+        "not-found",
+        [VICTIM_ACTION],
+      );
     }
     await refusal(
-      await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, { token: attacker, body: { assignment: { ...stolen, tenant_id: ATTACKER }, outcome: "completed" } }),
+      await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, {
+        token: attacker,
+        body: { assignment: { ...stolen, tenant_id: ATTACKER }, outcome: "completed" },
+      }),
       404,
       "not-found",
       [VICTIM_ACTION, ATTACKER],
     );
     // The stolen assignment under the thief's own action id is not the thief's route either.
-    await refusal(await api.call("POST", "/v1/routes/act_iso_never_0002/settlement", { token: attacker, body: { assignment: stolen, outcome: "completed" } }), 404, "not-found", ["act_iso_never_0002"]);
+    await refusal(
+      await api.call("POST", "/v1/routes/act_iso_never_0002/settlement", { token: attacker, body: { assignment: stolen, outcome: "completed" } }),
+      404,
+      "not-found",
+      ["act_iso_never_0002"],
+    );
     expect(await registryState(db.owner)).toEqual(before);
     const mine = await api.call("GET", `/v1/routes/${VICTIM_ACTION}`, { token: victim });
     expect(mine.headers.get("aip-route-reserved")).toBe("true");
@@ -120,9 +138,15 @@ describe("another tenant's action", () => {
   });
 
   it("cannot be hijacked: resolving its action id is a 409 that names nothing of the victim's route", async () => {
-    await refusal(await api.call("PUT", `/v1/routes/${VICTIM_ACTION}`, { token: attacker, body: { capability_id: SHARED } }), 409, "conflict", [VICTIM_ACTION, SHARED]);
+    await refusal(await api.call("PUT", `/v1/routes/${VICTIM_ACTION}`, { token: attacker, body: { capability_id: SHARED } }), 409, "conflict", [
+      VICTIM_ACTION,
+      SHARED,
+    ]);
     await refusal(
-      await api.call("PUT", `/v1/routes/${VICTIM_ACTION}`, { token: attacker, body: { capability_id: SHARED, topology: { region: "eu-west", allow_cross_region: false } } }),
+      await api.call("PUT", `/v1/routes/${VICTIM_ACTION}`, {
+        token: attacker,
+        body: { capability_id: SHARED, topology: { region: "eu-west", allow_cross_region: false } },
+      }),
       409,
       "conflict",
       [VICTIM_ACTION, SHARED],
@@ -132,10 +156,16 @@ describe("another tenant's action", () => {
   });
 
   it("stays the victim's after all of the above: its owner still settles it exactly once", async () => {
-    const settled = await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, { token: victim, body: `{"assignment":${stolenText},"outcome":"completed"}` });
+    const settled = await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, {
+      token: victim,
+      body: `{"assignment":${stolenText},"outcome":"completed"}`,
+    });
     expect(await settled.json()).toEqual({ action_id: VICTIM_ACTION, released: true, last_settlement: "completed" });
     // Settled: the attacker still cannot reacquire it.
-    await refusal(await api.call("PUT", `/v1/routes/${VICTIM_ACTION}`, { token: attacker, body: { capability_id: SHARED } }), 409, "conflict", [VICTIM_ACTION, SHARED]);
+    await refusal(await api.call("PUT", `/v1/routes/${VICTIM_ACTION}`, { token: attacker, body: { capability_id: SHARED } }), 409, "conflict", [
+      VICTIM_ACTION,
+      SHARED,
+    ]);
     await expectHealthy(db.registry);
   });
 });
@@ -146,24 +176,43 @@ describe("a forged tenant", () => {
       ["PUT", "/v1/routes/act_iso_forge_1", attacker, { capability_id: SHARED, tenant_id: VICTIM }],
       ["PUT", "/v1/routes/act_iso_forge_1", attacker, { capability_id: SHARED, topology: { tenant_id: VICTIM } }],
       ["POST", `/v1/routes/${VICTIM_ACTION}/settlement`, attacker, { assignment: stolen, outcome: "completed", tenant_id: VICTIM }],
-      ["POST", "/v1/replicas/crepl_iso_victim/heartbeat", await api.hostTokenFor("crepl_iso_victim"), { request_id: "msg_iso_forge", previous_sequence: 1, tenant_id: VICTIM }],
+      [
+        "POST",
+        "/v1/replicas/crepl_iso_victim/heartbeat",
+        await api.hostTokenFor("crepl_iso_victim"),
+        { request_id: "msg_iso_forge", previous_sequence: 1, tenant_id: VICTIM },
+      ],
     ];
     for (const [method, path, token, body] of cases) {
       const problem = await refusal(await api.call(method, path, { token, body }), 400, "invalid", [VICTIM_ACTION, VICTIM, SHARED]);
-      expect(problem.errors, JSON.stringify(body)).toEqual(expect.arrayContaining([{ field: expect.stringMatching(/^(topology\.)?tenant_id$/), message: "is not a known field" }]));
+      expect(problem.errors, JSON.stringify(body)).toEqual(
+        expect.arrayContaining([{ field: expect.stringMatching(/^(topology\.)?tenant_id$/), message: "is not a known field" }]),
+      );
     }
     expect(await registryState(db.owner)).toEqual(before);
   });
 
   it("in a header or a query string is ignored: the token's tenant is the one that acts", async () => {
     const forged = Object.fromEntries(TENANT_HEADERS.map((h) => [h, VICTIM]));
-    await refusal(await api.call("GET", `/v1/routes/${VICTIM_ACTION}?tenant_id=${VICTIM}`, { token: attacker, headers: forged }), 404, "not-found", [VICTIM_ACTION, VICTIM]);
-    const created = await api.call("PUT", `/v1/routes/act_iso_forge_2?tenant_id=${VICTIM}`, { token: attacker, headers: forged, body: { capability_id: SHARED } });
+    await refusal(await api.call("GET", `/v1/routes/${VICTIM_ACTION}?tenant_id=${VICTIM}`, { token: attacker, headers: forged }), 404, "not-found", [
+      VICTIM_ACTION,
+      VICTIM,
+    ]);
+    const created = await api.call("PUT", `/v1/routes/act_iso_forge_2?tenant_id=${VICTIM}`, {
+      token: attacker,
+      headers: forged,
+      body: { capability_id: SHARED },
+    });
     expect(created.status).toBe(201);
     expect(await created.json()).toMatchObject({ tenant_id: ATTACKER, instance_id: "cinst_iso_attacker" });
     const page = await api.call("GET", `/v1/catalog/capabilities?tenant_id=${VICTIM}`, { token: attacker, headers: forged });
     expect(((await page.json()) as { capabilities: { capability: { id: string } }[] }).capabilities.map((d) => d.capability.id)).toEqual([SHARED]);
-    await refusal(await api.call("PUT", `/v1/routes/act_iso_forge_3`, { token: attacker, headers: forged, body: { capability_id: SECRET_CAP } }), 404, "binding-unavailable", [SECRET_CAP, ATTACKER]);
+    await refusal(
+      await api.call("PUT", `/v1/routes/act_iso_forge_3`, { token: attacker, headers: forged, body: { capability_id: SECRET_CAP } }),
+      404,
+      "binding-unavailable",
+      [SECRET_CAP, ATTACKER],
+    );
   });
 
   it("in the JWT header or in any claim but a signed tenant_id is ignored", async () => {
@@ -174,7 +223,15 @@ describe("a forged tenant", () => {
     const created = await api.call("PUT", "/v1/routes/act_iso_forge_4", { token: headerForged, body: { capability_id: SHARED } });
     expect(await created.json()).toMatchObject({ tenant_id: ATTACKER });
     // Look-alike claims name no tenant: such a token cannot route and sees an empty catalog.
-    const lookalike = await sign({ scope, tenant: VICTIM, tid: VICTIM, org_id: VICTIM, "https://aip.dev/tenant_id": VICTIM, tenant_ids: [VICTIM], sub: VICTIM });
+    const lookalike = await sign({
+      scope,
+      tenant: VICTIM,
+      tid: VICTIM,
+      org_id: VICTIM,
+      "https://aip.dev/tenant_id": VICTIM,
+      tenant_ids: [VICTIM],
+      sub: VICTIM,
+    });
     await refusal(await api.call("GET", `/v1/routes/${VICTIM_ACTION}`, { token: lookalike }), 403, "forbidden", [VICTIM_ACTION]);
     await refusal(await api.call("PUT", "/v1/routes/act_iso_forge_5", { token: lookalike, body: { capability_id: SHARED } }), 403, "forbidden");
     const page = await api.call("GET", "/v1/catalog/capabilities", { token: lookalike });
@@ -192,17 +249,29 @@ describe("a forged tenant", () => {
 
 describe("another tenant's catalog", () => {
   it("is invisible in pages, single reads and search, and its 404 matches a capability that does not exist", async () => {
-    const page = (await (await api.call("GET", "/v1/catalog/capabilities", { token: attacker })).json()) as { capabilities: { capability: { id: string } }[]; total: number };
+    const page = (await (await api.call("GET", "/v1/catalog/capabilities", { token: attacker })).json()) as {
+      capabilities: { capability: { id: string } }[];
+      total: number;
+    };
     expect(page.capabilities.map((d) => d.capability.id)).toEqual([SHARED]);
     expect(page.total).toBe(1);
     for (const q of ["payroll", "victim", "iso.victim-only", "%", "_"]) {
       const search = (await (await api.call("GET", `/v1/catalog/capabilities?q=${encodeURIComponent(q)}`, { token: attacker })).json()) as { total: number };
       expect(search.total, q).toBe(0);
     }
-    const exact = (await (await api.call("GET", `/v1/catalog/capabilities?capability_id=${encodeURIComponent(SECRET_CAP)}`, { token: attacker })).json()) as { total: number };
+    const exact = (await (await api.call("GET", `/v1/catalog/capabilities?capability_id=${encodeURIComponent(SECRET_CAP)}`, { token: attacker })).json()) as {
+      total: number;
+    };
     expect(exact.total).toBe(0);
-    const theirs = await refusal(await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(SECRET_CAP)}`, { token: attacker }), 404, "not-found", [SECRET_CAP]);
-    const none = await refusal(await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent("cap:iso.nothing")}`, { token: attacker }), 404, "not-found", ["cap:iso.nothing"]);
+    const theirs = await refusal(await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(SECRET_CAP)}`, { token: attacker }), 404, "not-found", [
+      SECRET_CAP,
+    ]);
+    const none = await refusal(
+      await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent("cap:iso.nothing")}`, { token: attacker }),
+      404,
+      "not-found",
+      ["cap:iso.nothing"],
+    );
     expect(shape(theirs, SECRET_CAP)).toEqual(shape(none, "cap:iso.nothing"));
   });
 
@@ -211,7 +280,9 @@ describe("another tenant's catalog", () => {
     const { next_cursor } = (await first.json()) as { next_cursor: string };
     expect(next_cursor).toEqual(expect.any(String));
     // The victim's cursor in the attacker's hands: the attacker's own catalog after that point.
-    const continued = (await (await api.call("GET", `/v1/catalog/capabilities?limit=1&cursor=${encodeURIComponent(next_cursor)}`, { token: attacker })).json()) as {
+    const continued = (await (
+      await api.call("GET", `/v1/catalog/capabilities?limit=1&cursor=${encodeURIComponent(next_cursor)}`, { token: attacker })
+    ).json()) as {
       capabilities: { capability: { id: string } }[];
       total: number;
     };
@@ -222,7 +293,10 @@ describe("another tenant's catalog", () => {
     const revalidated = await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: attacker, headers: { "if-none-match": etag } });
     expect(revalidated.status).toBe(200);
     const single = await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(SHARED)}`, { token: victim });
-    const singleAttacker = await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(SHARED)}`, { token: attacker, headers: { "if-none-match": single.headers.get("etag")! } });
+    const singleAttacker = await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(SHARED)}`, {
+      token: attacker,
+      headers: { "if-none-match": single.headers.get("etag")! },
+    });
     expect(singleAttacker.status).toBe(200);
   });
 });
@@ -232,7 +306,12 @@ describe("a token without tenant_id", () => {
     const untenanted = await api.token({ scopes: ["catalog:read", "routes:read", "routes:write"] });
     await refusal(await api.call("PUT", "/v1/routes/act_iso_none_1", { token: untenanted, body: { capability_id: SHARED } }), 403, "forbidden");
     await refusal(await api.call("GET", `/v1/routes/${VICTIM_ACTION}`, { token: untenanted }), 403, "forbidden", [VICTIM_ACTION]);
-    await refusal(await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, { token: untenanted, body: { assignment: stolen, outcome: "completed" } }), 403, "forbidden", [VICTIM_ACTION]);
+    await refusal(
+      await api.call("POST", `/v1/routes/${VICTIM_ACTION}/settlement`, { token: untenanted, body: { assignment: stolen, outcome: "completed" } }),
+      403,
+      "forbidden",
+      [VICTIM_ACTION],
+    );
     expect(await (await api.call("GET", "/v1/catalog/capabilities", { token: untenanted })).json()).toMatchObject({ capabilities: [], total: 0 });
     await refusal(await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(SHARED)}`, { token: untenanted }), 404, "not-found", [SHARED]);
     expect(await registryState(db.owner)).toEqual(before);
@@ -242,8 +321,17 @@ describe("a token without tenant_id", () => {
     await refusal(await api.call("GET", `/v1/admin/bindings?tenant_id=${VICTIM}`, { token: attacker }), 403, "forbidden", [VICTIM]);
     await refusal(await api.call("GET", `/v1/admin/catalog/capabilities?tenant_id=${VICTIM}`, { token: attacker }), 403, "forbidden", [VICTIM]);
     await refusal(await api.call("GET", "/v1/admin/instances/cinst_iso_victim", { token: attacker }), 403, "forbidden", ["cinst_iso_victim"]);
-    await refusal(await api.call("POST", "/v1/replicas/crepl_iso_victim/offline", { token: attacker, body: { request_id: "msg_iso_x", previous_sequence: 1 } }), 403, "forbidden", ["crepl_iso_victim"]);
-    await refusal(await api.call("POST", "/v1/admin/publications", { token: attacker, body: { changes: [connectorType("ctype_iso_evil")] } }), 403, "forbidden");
+    await refusal(
+      await api.call("POST", "/v1/replicas/crepl_iso_victim/offline", { token: attacker, body: { request_id: "msg_iso_x", previous_sequence: 1 } }),
+      403,
+      "forbidden",
+      ["crepl_iso_victim"],
+    );
+    await refusal(
+      await api.call("POST", "/v1/admin/publications", { token: attacker, body: { changes: [connectorType("ctype_iso_evil")] } }),
+      403,
+      "forbidden",
+    );
     expect(await registryState(db.owner)).toEqual(before);
   });
 });

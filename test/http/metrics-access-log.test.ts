@@ -36,10 +36,19 @@ it("logs request ID, route template, status, latency, tenant and problem code, a
       ...(body ? { body: JSON.stringify(body) } : {}),
     });
 
-  const created = await send("PUT", "/v1/routes/act_log_secretive_1", tenantToken, { capability_id: "cap:log.search" }, { "x-request-id": "req-from-gateway-1" });
+  const created = await send(
+    "PUT",
+    "/v1/routes/act_log_secretive_1",
+    tenantToken,
+    { capability_id: "cap:log.search" },
+    { "x-request-id": "req-from-gateway-1" },
+  );
   expect(created.status).toBe(201);
   const assignment = (await created.json()) as Record<string, unknown>;
-  await send("POST", "/v1/routes/act_log_secretive_1/settlement", tenantToken, { assignment: { ...assignment, credential_revision_ref: credentialRef }, outcome: "completed" });
+  await send("POST", "/v1/routes/act_log_secretive_1/settlement", tenantToken, {
+    assignment: { ...assignment, credential_revision_ref: credentialRef },
+    outcome: "completed",
+  });
   await send("POST", "/v1/admin/publications", adminToken, {
     changes: [binding("tenant-a", "cap:log.search", "cinst_log_tenant-a", { policy_revision: 2, credential_revision_ref: credentialRef })],
   });

@@ -12,7 +12,15 @@ let db: TestDatabase;
 const servers: RunningServer[] = [];
 const start = async (extra: Record<string, string> = {}) => {
   const server = await startServer(
-    { DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, AUTH_HS256_SECRET: TEST_SECRET, PORT: "0", MIGRATE_ON_START: "false", LEASE_MAINTENANCE_INTERVAL_MS: "0", ...extra },
+    {
+      DATABASE_URL: db.dataUrl,
+      CONTROL_DATABASE_URL: db.controlUrl,
+      AUTH_HS256_SECRET: TEST_SECRET,
+      PORT: "0",
+      MIGRATE_ON_START: "false",
+      LEASE_MAINTENANCE_INTERVAL_MS: "0",
+      ...extra,
+    },
     () => {},
   );
   servers.push(server);

@@ -122,7 +122,14 @@ describe("/metrics", () => {
 
     // Resolve outcomes.
     expect(types.get("aip_route_resolutions_total")).toBe("counter");
-    for (const [outcome, count] of Object.entries({ created: 1, existing: 1, "replica-unavailable": 1, "binding-unavailable": 1, invalid: 1, unauthorized: 1 })) {
+    for (const [outcome, count] of Object.entries({
+      created: 1,
+      existing: 1,
+      "replica-unavailable": 1,
+      "binding-unavailable": 1,
+      invalid: 1,
+      unauthorized: 1,
+    })) {
       expect(value(samples, "aip_route_resolutions_total", { outcome }), outcome).toBe(count);
     }
 
@@ -161,7 +168,10 @@ describe("/metrics", () => {
     let fail = false;
     const flaky = new Registry({
       data: {
-        query: (text, params) => (fail ? Promise.reject(Object.assign(new Error("connection refused"), { code: "08006" })) : db.dataPool.query(text, params as unknown[]).then((r) => r.rows)),
+        query: (text, params) =>
+          fail
+            ? Promise.reject(Object.assign(new Error("connection refused"), { code: "08006" }))
+            : db.dataPool.query(text, params as unknown[]).then((r) => r.rows),
       },
     });
     const flakyApp = createApp({ registry: flaky, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), metrics: { public: true } });

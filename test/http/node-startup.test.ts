@@ -47,7 +47,8 @@ async function start(env: Record<string, string>, log: (line: string) => void = 
   return started;
 }
 
-const migrated = async (url: string) => admin(async (c) => (await c.query("SELECT to_regclass('aip_schema_migrations') IS NOT NULL AS ok")).rows[0].ok as boolean, url);
+const migrated = async (url: string) =>
+  admin(async (c) => (await c.query("SELECT to_regclass('aip_schema_migrations') IS NOT NULL AS ok")).rows[0].ok as boolean, url);
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -81,7 +82,9 @@ describe("the runtime roles of docs/deploy.md (REGISTRY_MODE=all)", () => {
       AUTH_HS256_SECRET: TEST_SECRET,
     }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toMatch(/^schema not installed: run migrate .*; aip_test_control may not install it \(permission denied for schema public\)\. /);
+    expect((error as Error).message).toMatch(
+      /^schema not installed: run migrate .*; aip_test_control may not install it \(permission denied for schema public\)\. /,
+    );
     expect((error as Error).message).toContain("run `npx aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2)");
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
@@ -89,8 +92,12 @@ describe("the runtime roles of docs/deploy.md (REGISTRY_MODE=all)", () => {
 
 describe("REGISTRY_MODE=data-plane", () => {
   it("verifies the schema and never migrates, even with the owner's URL", async () => {
-    const error = await start({ REGISTRY_MODE: "data-plane", DATABASE_URL: databaseUrl(server, empty), AUTH_HS256_SECRET: TEST_SECRET }).catch((e: unknown) => e as Error);
-    expect((error as Error).message).toMatch(/^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx aip-registry migrate` with the database owner's URL\)$/);
+    const error = await start({ REGISTRY_MODE: "data-plane", DATABASE_URL: databaseUrl(server, empty), AUTH_HS256_SECRET: TEST_SECRET }).catch(
+      (e: unknown) => e as Error,
+    );
+    expect((error as Error).message).toMatch(
+      /^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx aip-registry migrate` with the database owner's URL\)$/,
+    );
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
 
@@ -119,9 +126,9 @@ describe("REGISTRY_MODE=data-plane", () => {
   });
 
   it("refuses control-plane credentials and the embedded database", async () => {
-    await expect(start({ REGISTRY_MODE: "data-plane", DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, AUTH_HS256_SECRET: TEST_SECRET })).rejects.toThrow(
-      "REGISTRY_MODE=data-plane holds no control-plane credentials: unset CONTROL_DATABASE_URL",
-    );
+    await expect(
+      start({ REGISTRY_MODE: "data-plane", DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, AUTH_HS256_SECRET: TEST_SECRET }),
+    ).rejects.toThrow("REGISTRY_MODE=data-plane holds no control-plane credentials: unset CONTROL_DATABASE_URL");
     await expect(start({ REGISTRY_MODE: "data-plane", DATA_DIR: dataDir })).rejects.toThrow("REGISTRY_MODE=data-plane needs DATABASE_URL");
   });
 });
@@ -130,15 +137,18 @@ describe("the signing secret against PostgreSQL", () => {
   it("is never generated unless AUTH_ALLOW_DEVELOPMENT_SECRET is set, and the port is not even bound", async () => {
     const port = await freePort();
     const lines: string[] = [];
-    const error = await start({ DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, DATA_DIR: dataDir, PORT: String(port) }, (line) => lines.push(line)).catch(
-      (e: unknown) => e as Error,
-    );
+    const error = await start({ DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, DATA_DIR: dataDir, PORT: String(port) }, (line) =>
+      lines.push(line),
+    ).catch((e: unknown) => e as Error);
     expect((error as Error).message).toMatch(/^no AUTH_HS256_SECRET or AUTH_JWKS_URL: against PostgreSQL the server does not make up a signing secret\. /);
     expect((error as Error).message).toContain("AUTH_ALLOW_DEVELOPMENT_SECRET=true");
     expect(lines.join("\n")).not.toContain("TOKEN=");
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
 
-    const allowed = await start({ DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, DATA_DIR: dataDir, AUTH_ALLOW_DEVELOPMENT_SECRET: "true" }, (line) => lines.push(line));
+    const allowed = await start(
+      { DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, DATA_DIR: dataDir, AUTH_ALLOW_DEVELOPMENT_SECRET: "true" },
+      (line) => lines.push(line),
+    );
     const token = /ADMIN_TOKEN=(\S+)/.exec(lines.join("\n"))?.[1];
     expect(token).toBeDefined();
     expect((await fetch(`${allowed.url}/v1/fleet/status`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
@@ -152,7 +162,10 @@ describe("an unmigrated database", () => {
       const app = createApp({ registry: new Registry({ data: pgExecutor(pool) }), authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }) });
       const response = await app.request("/readyz");
       expect(response.status).toBe(503);
-      expect(await response.json()).toMatchObject({ status: "not_ready", reason: "schema not installed: run migrate (`npx aip-registry migrate` with the database owner's URL)" });
+      expect(await response.json()).toMatchObject({
+        status: "not_ready",
+        reason: "schema not installed: run migrate (`npx aip-registry migrate` with the database owner's URL)",
+      });
     } finally {
       await pool.end();
     }

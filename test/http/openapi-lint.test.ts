@@ -55,5 +55,10 @@ it("reports no errors", () => {
 });
 
 it("reports no warnings but the accepted ones", () => {
-  expect(report.problems.filter((p) => p.severity === "warn").map(describeProblem).sort()).toEqual([...ACCEPTED_WARNINGS].sort());
+  expect(
+    report.problems
+      .filter((p) => p.severity === "warn")
+      .map(describeProblem)
+      .sort(),
+  ).toEqual([...ACCEPTED_WARNINGS].sort());
 });

@@ -90,7 +90,10 @@ describe("the OpenAPI 3.1 document", () => {
 
       const responses = op.responses as Record<string, Json>;
       expect(Object.keys(responses ?? {}).length, `${key} responses`).toBeGreaterThan(0);
-      expect(Object.keys(responses).some((s) => s.startsWith("2")), `${key} has a success response`).toBe(true);
+      expect(
+        Object.keys(responses).some((s) => s.startsWith("2")),
+        `${key} has a success response`,
+      ).toBe(true);
       for (const [status, response] of Object.entries(responses)) {
         expect(status, `${key} status code`).toMatch(/^[1-5]\d\d$/);
         expect(typeof response.description, `${key} ${status} description`).toBe("string");

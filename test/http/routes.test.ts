@@ -20,7 +20,15 @@ beforeAll(async () => {
     prefix: "http",
     tenant: "tenant-http",
     policy: { max_tenant_in_flight: 3 },
-    instances: [{ name: "i", replicas: [{ name: "a", zone: "za" }, { name: "b", zone: "zb" }] }],
+    instances: [
+      {
+        name: "i",
+        replicas: [
+          { name: "a", zone: "za" },
+          { name: "b", zone: "zb" },
+        ],
+      },
+    ],
   });
   token = await api.tenantToken(fleet.tenant);
 });

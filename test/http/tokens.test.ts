@@ -40,7 +40,8 @@ async function catalogWith(authenticator: Authenticator, token: string | undefin
   const text = await response.text();
   const { status, body } = expectSaneAnswer(`token ${token?.slice(0, 60)}`, "GET", response, text, []);
   if (status === 401) expect(response.headers.get("www-authenticate")).toMatch(/^Bearer /);
-  if (status === 200) expect(JSON.parse(text)).toMatchObject({ capabilities: [expect.objectContaining({ capability: expect.objectContaining({ id: "cap:tok.search" }) })] });
+  if (status === 200)
+    expect(JSON.parse(text)).toMatchObject({ capabilities: [expect.objectContaining({ capability: expect.objectContaining({ id: "cap:tok.search" }) })] });
   return { status, ...(body ? { code: body.code as string } : {}) };
 }
 
@@ -108,7 +109,11 @@ describe("HS256 tokens", () => {
   });
 
   it("are refused when signed with another key or algorithm, or when the payload was changed", async () => {
-    await expectUnauthorized(auth, await hs({ scope: SCOPE, tenant_id: TENANT, exp: now() + 600 }, { secret: "another-secret-another-secret-0123456789" }), "wrong key");
+    await expectUnauthorized(
+      auth,
+      await hs({ scope: SCOPE, tenant_id: TENANT, exp: now() + 600 }, { secret: "another-secret-another-secret-0123456789" }),
+      "wrong key",
+    );
     for (const alg of ["HS384", "HS512"]) {
       await expectUnauthorized(auth, await hs({ scope: SCOPE, tenant_id: TENANT, exp: now() + 600 }, { alg }), `${alg} with the right secret`);
     }
@@ -196,9 +201,17 @@ describe("JWKS tokens", () => {
   beforeAll(async () => {
     const esPair = await generateKeyPair("ES256", { extractable: true });
     const rsPair = await generateKeyPair("RS256", { extractable: true });
-    es = { privateKey: esPair.privateKey, publicKey: esPair.publicKey, publicJwk: { ...(await exportJWK(esPair.publicKey)), kid: "es-1", alg: "ES256", use: "sig" } };
+    es = {
+      privateKey: esPair.privateKey,
+      publicKey: esPair.publicKey,
+      publicJwk: { ...(await exportJWK(esPair.publicKey)), kid: "es-1", alg: "ES256", use: "sig" },
+    };
     rs = { privateKey: rsPair.privateKey };
-    const keys = [es.publicJwk, { ...(await exportJWK(rsPair.publicKey)), kid: "rs-1", alg: "RS256", use: "sig" }, { kty: "oct", kid: "oct-1", k: b64(OCT_SECRET) }];
+    const keys = [
+      es.publicJwk,
+      { ...(await exportJWK(rsPair.publicKey)), kid: "rs-1", alg: "RS256", use: "sig" },
+      { kty: "oct", kid: "oct-1", k: b64(OCT_SECRET) },
+    ];
     server = await listen((_req, res) => {
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ keys }));
@@ -243,7 +256,8 @@ describe("JWKS tokens", () => {
       ["the x coordinate", Buffer.from(String(es.publicJwk.x), "base64url")],
     ];
     for (const [what, key] of materials) {
-      for (const kid of ["es-1", undefined]) await expectUnauthorized(auth, await signed(key, { alg: "HS256", ...(kid ? { kid } : {}) }), `HS256 with ${what}, kid ${kid}`);
+      for (const kid of ["es-1", undefined])
+        await expectUnauthorized(auth, await signed(key, { alg: "HS256", ...(kid ? { kid } : {}) }), `HS256 with ${what}, kid ${kid}`);
     }
     await expectUnauthorized(auth, await signed(secretKey(OCT_SECRET), { alg: "HS256", kid: "oct-1" }), "HS256 with the oct key of the set");
     const [, payload] = (await signed(es.privateKey, { alg: "ES256", kid: "es-1" })).split(".");
@@ -256,13 +270,18 @@ describe("JWKS tokens", () => {
     await expectUnauthorized(auth, await signed(privateKey, { alg: "ES256", kid: "es-1", jwk: attackerJwk }), "an embedded jwk header");
     await expectUnauthorized(auth, await signed(privateKey, { alg: "ES256", kid: "es-1", jku: urlOf(rogue) }), "a jku header");
     await expectUnauthorized(auth, await signed(privateKey, { alg: "ES256", kid: "es-1", x5u: urlOf(rogue) }), "an x5u header");
-    await expectUnauthorized(auth, await signed(es.privateKey, { alg: "ES256", kid: "es-1", crit: ["exp-policy"], "exp-policy": 1 }), "an unknown critical header");
+    await expectUnauthorized(
+      auth,
+      await signed(es.privateKey, { alg: "ES256", kid: "es-1", crit: ["exp-policy"], "exp-policy": 1 }),
+      "an unknown critical header",
+    );
     expect(rogueFetches).toBe(0);
   });
 
   it("are refused for a wrong audience when one is configured", async () => {
     const strict = createAuthenticator({ jwksUrl, audience: "aip-registry" });
-    const token = (aud: string) => new SignJWT({ ...claims(), aud }).setProtectedHeader({ alg: "ES256", kid: "es-1" }).setExpirationTime("10m").sign(es.privateKey);
+    const token = (aud: string) =>
+      new SignJWT({ ...claims(), aud }).setProtectedHeader({ alg: "ES256", kid: "es-1" }).setExpirationTime("10m").sign(es.privateKey);
     expect(await catalogWith(strict, await token("aip-registry"))).toEqual({ status: 200 });
     await expectUnauthorized(strict, await token("someone-else"), "wrong audience");
   });

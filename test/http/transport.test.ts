@@ -20,7 +20,14 @@ beforeAll(async () => {
   vi.spyOn(console, "log").mockImplementation((line: unknown) => void logged.push(String(line)));
   vi.spyOn(console, "error").mockImplementation((line: unknown) => void errors.push(String(line)));
   server = await startServer(
-    { DATABASE_URL: db.dataUrl, CONTROL_DATABASE_URL: db.controlUrl, AUTH_HS256_SECRET: TEST_SECRET, PORT: "0", MIGRATE_ON_START: "false", LEASE_MAINTENANCE_INTERVAL_MS: "0" },
+    {
+      DATABASE_URL: db.dataUrl,
+      CONTROL_DATABASE_URL: db.controlUrl,
+      AUTH_HS256_SECRET: TEST_SECRET,
+      PORT: "0",
+      MIGRATE_ON_START: "false",
+      LEASE_MAINTENANCE_INTERVAL_MS: "0",
+    },
     () => {},
   );
 });
@@ -114,8 +121,11 @@ it("answers a request line Node cannot parse and a Host it cannot use with 400 p
 it("logs a client that leaves in the middle of its body as client-closed (499), not as a 500", async () => {
   const token = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["registry:admin"] });
   const before = accessLines().length;
-  for (const framing of ["Transfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":", 'Content-Length: 100\r\n\r\n{"a":']) {
-    const raw = await exchange([`POST /v1/admin/publications HTTP/1.1\r\nHost: registry\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n${framing}`], { end: true });
+  for (const framing of ['Transfer-Encoding: chunked\r\n\r\n5\r\n{"a":', 'Content-Length: 100\r\n\r\n{"a":']) {
+    const raw = await exchange(
+      [`POST /v1/admin/publications HTTP/1.1\r\nHost: registry\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n${framing}`],
+      { end: true },
+    );
     expect(raw).toBe("");
   }
   for (let i = 0; i < 100 && accessLines().length < before + 2; i++) await new Promise((r) => setTimeout(r, 20));

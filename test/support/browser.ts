@@ -8,9 +8,7 @@ import { accessSync, constants, statSync } from "node:fs";
 
 export const DEFAULT_CHROMIUM = "/usr/bin/chromium";
 
-export type BrowserGate =
-  | { run: true; chromium: string }
-  | { run: false; chromium: string; required: boolean; reason: string };
+export type BrowserGate = { run: true; chromium: string } | { run: false; chromium: string; required: boolean; reason: string };
 
 function executable(path: string): boolean {
   try {

@@ -71,7 +71,10 @@ export function serverUser(): { name: string; uid: number; gid: number } | null 
     spawnSync("useradd", ["-g", "postgres", "postgres"]);
     user = lookupUser("postgres");
   }
-  if (!user) throw new Error("running as root, PostgreSQL needs an unprivileged OS user: `useradd postgres` failed; create the user `postgres` or run the tests as an ordinary user");
+  if (!user)
+    throw new Error(
+      "running as root, PostgreSQL needs an unprivileged OS user: `useradd postgres` failed; create the user `postgres` or run the tests as an ordinary user",
+    );
   return user;
 }
 
@@ -92,7 +95,9 @@ export async function runnableBinaries(installed: string, dir: string, osUser: {
   await cp(installed, copy, { recursive: true, verbatimSymlinks: true, filter: (source) => !source.endsWith(".a") });
   const failure = executionFailure(join(copy, "bin"), osUser);
   if (failure) {
-    throw new Error(`the OS user ${osUser.name} cannot run PostgreSQL from ${copy} either (${failure}): is ${dir} on a noexec mount? Set TMPDIR to a directory it can execute from`);
+    throw new Error(
+      `the OS user ${osUser.name} cannot run PostgreSQL from ${copy} either (${failure}): is ${dir} on a noexec mount? Set TMPDIR to a directory it can execute from`,
+    );
   }
   return copy;
 }
@@ -157,7 +162,11 @@ export async function startEmbeddedServer(options: { dirPrefix: string; postgres
       await chown(dataDir, osUser.uid, osUser.gid);
       await chown(passwordFile, osUser.uid, osUser.gid);
     }
-    await runToEnd(join(binDir, "initdb"), [`--pgdata=${dataDir}`, "--auth=password", "--username=postgres", `--pwfile=${passwordFile}`, "--locale=C", "--lc-messages=C", "--encoding=UTF8"], { ...ids, cwd: dir });
+    await runToEnd(
+      join(binDir, "initdb"),
+      [`--pgdata=${dataDir}`, "--auth=password", "--username=postgres", `--pwfile=${passwordFile}`, "--locale=C", "--lc-messages=C", "--encoding=UTF8"],
+      { ...ids, cwd: dir },
+    );
     await rm(passwordFile);
 
     hookProcessEnd();

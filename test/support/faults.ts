@@ -69,7 +69,12 @@ export interface Victim {
 /** A registry on pools of one connection per role, named so its backend can be found. */
 export function victim(urls: { dataUrl: string; controlUrl: string }, options: { statementTimeoutMs?: number; name?: string } = {}): Victim {
   const applicationName = uniqueName(options.name ?? "aip_victim");
-  const settings = { max: 1, connectionTimeoutMs: 60_000, applicationName, ...(options.statementTimeoutMs !== undefined ? { statementTimeoutMs: options.statementTimeoutMs } : {}) };
+  const settings = {
+    max: 1,
+    connectionTimeoutMs: 60_000,
+    applicationName,
+    ...(options.statementTimeoutMs !== undefined ? { statementTimeoutMs: options.statementTimeoutMs } : {}),
+  };
   const data = createPgPool(urls.dataUrl, settings);
   const control = createPgPool(urls.controlUrl, settings);
   return {

@@ -60,8 +60,7 @@ export function attestation(owner = "org:acme", overrides: Record<string, unknow
 }
 
 /** An implementation claim of invocation for every capability: what a plain tool needs. */
-export const invocationClaims = (capabilities: readonly { id: unknown }[]) =>
-  Object.fromEntries(capabilities.map((c) => [String(c.id), { invocation: true }]));
+export const invocationClaims = (capabilities: readonly { id: unknown }[]) => Object.fromEntries(capabilities.map((c) => [String(c.id), { invocation: true }]));
 
 export async function version(
   id: string,

@@ -59,7 +59,7 @@ export const SQL_PAYLOADS = [
   "'; DROP TABLE aip_route_assignments; --",
   "' OR '1'='1",
   "' OR 1=1 --",
-  "\" OR \"\"=\"",
+  '" OR ""="',
   "'); DELETE FROM aip_connector_replicas; --",
   "$$; DROP TABLE aip_capability_bindings; $$",
   "$tag$ SELECT pg_sleep(10) $tag$",
@@ -139,11 +139,33 @@ export const hostileString: fc.Arbitrary<string> = fc.oneof(
 
 /** Numbers at and beyond the 2^31, 2^32 and 2^53 boundaries, as literal JSON text. */
 export const NUMBER_LITERALS = [
-  "0", "-0", "-0.0", "1", "-1", "1.5", "0.1", "1E2", "1e-7",
-  "2147483647", "2147483648", "-2147483648", "-2147483649", "4294967295", "4294967296",
-  "9007199254740991", "9007199254740992", "9007199254740993", "-9007199254740993",
-  "18446744073709551616", "123456789012345678901234567890",
-  "1e308", "1.7976931348623157e308", "1e309", "-1e309", "1e-400", "5e-324",
+  "0",
+  "-0",
+  "-0.0",
+  "1",
+  "-1",
+  "1.5",
+  "0.1",
+  "1E2",
+  "1e-7",
+  "2147483647",
+  "2147483648",
+  "-2147483648",
+  "-2147483649",
+  "4294967295",
+  "4294967296",
+  "9007199254740991",
+  "9007199254740992",
+  "9007199254740993",
+  "-9007199254740993",
+  "18446744073709551616",
+  "123456789012345678901234567890",
+  "1e308",
+  "1.7976931348623157e308",
+  "1e309",
+  "-1e309",
+  "1e-400",
+  "5e-324",
 ];
 export const hostileNumber: fc.Arbitrary<Json> = fc.oneof(
   fc.constantFrom(...NUMBER_LITERALS).map((n) => new Raw(n)),
@@ -167,8 +189,22 @@ export const hugeJson: fc.Arbitrary<Json> = fc.constantFrom(
 );
 
 export const HOSTILE_KEYS = [
-  "tenant_id", "secret", "password", "credential", "api_key", "token", "__proto__", "constructor", "prototype",
-  "", " ", "\u0000", "\ud800", "a.b", "$where", "x".repeat(10_000),
+  "tenant_id",
+  "secret",
+  "password",
+  "credential",
+  "api_key",
+  "token",
+  "__proto__",
+  "constructor",
+  "prototype",
+  "",
+  " ",
+  "\u0000",
+  "\ud800",
+  "a.b",
+  "$where",
+  "x".repeat(10_000),
 ];
 
 export const hostileJson: fc.Arbitrary<Json> = fc.letrec<{ value: Json }>((tie) => ({
@@ -276,8 +312,7 @@ function applyMutation(doc: Json, m: Mutation): Json {
 }
 
 /** A valid-shaped document with one to three hostile mutations. */
-export const mutated = (doc: Json): fc.Arbitrary<Json> =>
-  fc.array(mutation, { minLength: 1, maxLength: 3 }).map((ms) => ms.reduce(applyMutation, doc));
+export const mutated = (doc: Json): fc.Arbitrary<Json> => fc.array(mutation, { minLength: 1, maxLength: 3 }).map((ms) => ms.reduce(applyMutation, doc));
 
 // Paths, queries, headers, methods ----------------------------------------------------------------
 const encodeSegment = (s: string): string => {
@@ -294,8 +329,28 @@ export const hostileSegment: fc.Arbitrary<string> = fc.oneof(
   {
     weight: 2,
     arbitrary: fc.constantFrom(
-      "..", ".", "%2e%2e", "%2E", "%00", "a%00b", "%ZZ", "%E0%A4%A", "%ED%A0%80", "%C0%AF", "%FF%FE",
-      "a%2Fb", "a%2fb%2f..%2f..", "%20", "a%3Ab", "%25", "%u0000", "x".repeat(5_000), ";x=1", "a@b", "~", "%F0%9F%98%80",
+      "..",
+      ".",
+      "%2e%2e",
+      "%2E",
+      "%00",
+      "a%00b",
+      "%ZZ",
+      "%E0%A4%A",
+      "%ED%A0%80",
+      "%C0%AF",
+      "%FF%FE",
+      "a%2Fb",
+      "a%2fb%2f..%2f..",
+      "%20",
+      "a%3Ab",
+      "%25",
+      "%u0000",
+      "x".repeat(5_000),
+      ";x=1",
+      "a@b",
+      "~",
+      "%F0%9F%98%80",
     ),
   },
 );
@@ -305,7 +360,10 @@ export const LIMIT_VALUES = ["-1", "0", "1", "200", "201", "1e309", "-1e309", "N
 export const hostileQuery: fc.Arbitrary<string> = fc
   .array(
     fc.oneof(
-      fc.tuple(fc.constantFrom("limit", "max_bytes", "cursor", "q", "capability_id", "profile", "tenant_id", "unbound", "dry_run"), fc.constantFrom(...LIMIT_VALUES)),
+      fc.tuple(
+        fc.constantFrom("limit", "max_bytes", "cursor", "q", "capability_id", "profile", "tenant_id", "unbound", "dry_run"),
+        fc.constantFrom(...LIMIT_VALUES),
+      ),
       fc.tuple(
         fc.constantFrom("limit", "limit[]", "cursor", "q", "capability_id", "profile", "tenant_id", "unbound", "dry_run", "__proto__", "x", "", "a[b]"),
         hostileString.filter((s) => s.length < 20_000).map(encodeSegment),
@@ -346,10 +404,26 @@ export const hostileHeaders: fc.Arbitrary<HeaderMutation[]> = fc.array(
   fc.oneof(
     fc.record({ name: fc.constant("content-type"), value: fc.oneof(fc.constantFrom(...CONTENT_TYPES), headerText), append: fc.boolean() }),
     fc.record({ name: fc.constantFrom(...TENANT_HEADERS), value: fc.constantFrom("tenant-other", "*", "' OR '1'='1"), append: fc.constant(false) }),
-    fc.record({ name: fc.constant("x-request-id"), value: fc.oneof(fc.constantFrom("fuzz-1", "a b", "x".repeat(300), "../", "ok=="), headerText), append: fc.constant(false) }),
-    fc.record({ name: fc.constant("if-none-match"), value: fc.constantFrom("*", 'W/"1-00000000"', 'W/"99999999999999999-00000000"', '"', ",,,", "W/".repeat(1000)), append: fc.constant(false) }),
-    fc.record({ name: fc.constantFrom("x-junk", "accept", "origin", "cookie", "x-forwarded-for"), value: fc.oneof(headerText, fc.constant("h".repeat(200_000))), append: fc.constant(false) }),
-    fc.record({ name: fc.constant("authorization"), value: fc.constantFrom("DUPLICATE", "Bearer", "Basic Zm9vOmJhcg==", "Bearer a.b.c", "Bearer " + "A".repeat(300_000)), append: fc.boolean() }),
+    fc.record({
+      name: fc.constant("x-request-id"),
+      value: fc.oneof(fc.constantFrom("fuzz-1", "a b", "x".repeat(300), "../", "ok=="), headerText),
+      append: fc.constant(false),
+    }),
+    fc.record({
+      name: fc.constant("if-none-match"),
+      value: fc.constantFrom("*", 'W/"1-00000000"', 'W/"99999999999999999-00000000"', '"', ",,,", "W/".repeat(1000)),
+      append: fc.constant(false),
+    }),
+    fc.record({
+      name: fc.constantFrom("x-junk", "accept", "origin", "cookie", "x-forwarded-for"),
+      value: fc.oneof(headerText, fc.constant("h".repeat(200_000))),
+      append: fc.constant(false),
+    }),
+    fc.record({
+      name: fc.constant("authorization"),
+      value: fc.constantFrom("DUPLICATE", "Bearer", "Basic Zm9vOmJhcg==", "Bearer a.b.c", "Bearer " + "A".repeat(300_000)),
+      append: fc.boolean(),
+    }),
   ),
   { maxLength: 4 },
 );
@@ -369,7 +443,10 @@ export interface FuzzRequest {
 
 const clip = (s: string, n = 240) => (s.length > n ? `${s.slice(0, n)}... (${s.length} chars)` : s);
 
-export async function send(app: { request: (url: string, init: RequestInit) => Response | Promise<Response> }, r: FuzzRequest): Promise<{ response: Response; text: string }> {
+export async function send(
+  app: { request: (url: string, init: RequestInit) => Response | Promise<Response> },
+  r: FuzzRequest,
+): Promise<{ response: Response; text: string }> {
   const headers = new Headers();
   for (const [name, value] of r.headers) headers.append(name, value);
   const bodyAllowed = r.method.toUpperCase() !== "GET" && r.method.toUpperCase() !== "HEAD";

@@ -143,7 +143,8 @@ async function problemOf(response: Response): Promise<Refusal> {
   const problems: string[] = [];
   if (!type.startsWith("application/problem+json")) problems.push(`content-type ${type}`);
   if (body.status !== response.status) problems.push(`status member ${String(body.status)} on a ${response.status}`);
-  if (response.status >= 500 && code !== "storage" && code !== "replica-unavailable") problems.push(`a ${response.status} that is not storage or replica-unavailable`);
+  if (response.status >= 500 && code !== "storage" && code !== "replica-unavailable")
+    problems.push(`a ${response.status} that is not storage or replica-unavailable`);
   const retryAfter = response.headers.get("retry-after");
   if (code === "storage" && (response.status !== 503 || !retryAfter || !(Number(retryAfter) >= 1))) {
     problems.push(`storage answered ${response.status} with Retry-After ${retryAfter}`);
@@ -213,7 +214,10 @@ export function httpGateway(urls: GatewayUrls, options: GatewayOptions = {}): Ga
     catalogPage: async (tenantId, query) => {
       const token = await tenantToken(tenantId);
       const search = new URLSearchParams({ limit: String(query.limit), ...(query.cursor ? { cursor: query.cursor } : {}) });
-      return call(() => api.call("GET", `/v1/catalog/capabilities?${search}`, { token }), (_, text) => ({ page: JSON.parse(text) as CatalogPage }));
+      return call(
+        () => api.call("GET", `/v1/catalog/capabilities?${search}`, { token }),
+        (_, text) => ({ page: JSON.parse(text) as CatalogPage }),
+      );
     },
     lifecycle: async (replicaId, operation, request) =>
       call(

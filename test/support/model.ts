@@ -95,9 +95,21 @@ export function commandArbitrary(shape: ModelShape): fc.Arbitrary<Command> {
   // Policy, instance and version changes touch every route decision of a tenant (or of all): the
   // ones most likely to land while a resolve or a catalog read is deciding.
   const publish: fc.Arbitrary<PublishCommand> = fc.oneof(
-    { weight: 4, arbitrary: fc.record({ op: fc.constant("binding" as const), tenant, cap: fc.nat(CAPABILITIES - 1), inst, mutate: fc.constantFrom("toggle" as const, "priority" as const, "credential" as const) }) },
+    {
+      weight: 4,
+      arbitrary: fc.record({
+        op: fc.constant("binding" as const),
+        tenant,
+        cap: fc.nat(CAPABILITIES - 1),
+        inst,
+        mutate: fc.constantFrom("toggle" as const, "priority" as const, "credential" as const),
+      }),
+    },
     { weight: 3, arbitrary: fc.record({ op: fc.constant("instance" as const), tenant, inst }) },
-    { weight: 4, arbitrary: fc.record({ op: fc.constant("policy" as const), tenant: fc.nat(POLICY_TENANTS - 1), variant: fc.nat(POLICY_VARIANTS.length - 1) }) },
+    {
+      weight: 4,
+      arbitrary: fc.record({ op: fc.constant("policy" as const), tenant: fc.nat(POLICY_TENANTS - 1), variant: fc.nat(POLICY_VARIANTS.length - 1) }),
+    },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("version" as const), active: fc.boolean() }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant("capacity" as const), replica, capacity: fc.integer({ min: 1, max: 3 }) }) },
   );
@@ -448,9 +460,16 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
           const key = instanceKey(change.tenant, change.inst);
           const current = latest.instances.get(key)!;
           const next: InstanceState = { enabled: !current.enabled, config_revision: ++nextRevision };
-          const record = instanceChange(fleet.instances[change.tenant]![change.inst]!, fleet.typeId, fleet.versionId, fleet.tenants[change.tenant]!, next.config_revision, {
-            status: next.enabled ? "enabled" : "disabled",
-          });
+          const record = instanceChange(
+            fleet.instances[change.tenant]![change.inst]!,
+            fleet.typeId,
+            fleet.versionId,
+            fleet.tenants[change.tenant]!,
+            next.config_revision,
+            {
+              status: next.enabled ? "enabled" : "disabled",
+            },
+          );
           return { changes: [record], update: (s) => void s.instances.set(key, { ...next }) };
         }
         case "policy": {
@@ -679,7 +698,11 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
     );
     running = false;
     phase("workers done");
-    report.notes.push(`mean latency: ${Object.keys(executed).map((k) => `${k} ${executed[k]}x ${Math.round(latency[k]! / executed[k]!)} ms`).join(", ")}`);
+    report.notes.push(
+      `mean latency: ${Object.keys(executed)
+        .map((k) => `${k} ${executed[k]}x ${Math.round(latency[k]! / executed[k]!)} ms`)
+        .join(", ")}`,
+    );
     await Promise.all([sampler, disruption]);
     await Promise.all(gateways.map((g) => g.close()));
     if (faults) await waitForDatabase(owner);
@@ -707,7 +730,8 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
         if (!read.ok) return violation(`verify ${actionId}: route read refused ${read.code}`);
         report.checks.routes++;
         const seen = first.get(actionId);
-        if (read.json !== null && seen && read.json !== seen.json) violation(`verify ${actionId}: stored route differs from the one answered:\n  answered ${seen.json}\n  stored   ${read.json}`);
+        if (read.json !== null && seen && read.json !== seen.json)
+          violation(`verify ${actionId}: stored route differs from the one answered:\n  answered ${seen.json}\n  stored   ${read.json}`);
         if (read.json === null && seen) violation(`verify ${actionId}: a route a client received is not stored`);
         if (read.json !== null && !seen && !faults) violation(`verify ${actionId}: a route is stored that no client saw created`);
         if (!seen && (faults || uncertain.has(actionId))) {
@@ -727,7 +751,8 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
         }
         const n = created.get(actionId) ?? 0;
         if (n > 1) violation(`verify ${actionId}: created ${n} times`);
-        if (!faults && (n === 1) !== first.has(actionId)) violation(`verify ${actionId}: created ${n} times but ${first.has(actionId) ? "answered" : "never answered"}`);
+        if (!faults && (n === 1) !== first.has(actionId))
+          violation(`verify ${actionId}: created ${n} times but ${first.has(actionId) ? "answered" : "never answered"}`);
       });
 
       // 2. Decisions and pages against the publication history (complete unless a publication's
@@ -784,9 +809,12 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
             continue;
           }
           if (a.binding_policy_revision !== b.policy_revision || a.credential_revision_ref !== b.credential || a.quota_policy_ref !== b.quota) {
-            violation(`${where}: pinned binding ${a.binding_policy_revision}/${a.credential_revision_ref}/${a.quota_policy_ref}, published ${b.policy_revision}/${b.credential}/${b.quota}`);
+            violation(
+              `${where}: pinned binding ${a.binding_policy_revision}/${a.credential_revision_ref}/${a.quota_policy_ref}, published ${b.policy_revision}/${b.credential}/${b.quota}`,
+            );
           }
-          if (!fleet.replicas.some((r) => r.id === a.replica_id && r.tenant === t && r.inst === i)) violation(`${where}: replica ${a.replica_id} is not one of instance ${a.instance_id}`);
+          if (!fleet.replicas.some((r) => r.id === a.replica_id && r.tenant === t && r.inst === i))
+            violation(`${where}: replica ${a.replica_id} is not one of instance ${a.instance_id}`);
           const policy = b.quota ? state.policies.get(t) : undefined;
           if (policy) {
             const limits = { ...POLICY_VARIANTS[0], ...POLICY_EXTRAS(t), ...POLICY_VARIANTS[policy.variant] } as Record<string, number | null | boolean>;
@@ -799,7 +827,11 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
             };
             const pinned = Object.fromEntries(a.admission.scopes.map((s) => [s.kind, s.limit]));
             const published = Object.fromEntries(Object.entries(byKind).filter(([, v]) => v !== null));
-            if (a.admission.policy_revision !== policy.revision || JSON.stringify(pinned) !== JSON.stringify(published) || a.admission.retry_scope?.limit !== limits.max_tenant_retry_in_flight) {
+            if (
+              a.admission.policy_revision !== policy.revision ||
+              JSON.stringify(pinned) !== JSON.stringify(published) ||
+              a.admission.retry_scope?.limit !== limits.max_tenant_retry_in_flight
+            ) {
               violation(`${where}: pinned admission ${JSON.stringify(a.admission)}, published revision ${policy.revision} ${JSON.stringify(limits)}`);
             }
             if (limits.enabled === false) violation(`${where}: admitted under a disabled policy`);

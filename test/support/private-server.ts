@@ -124,7 +124,14 @@ const quote = (value: string) => `'${value.replace(/'/g, "'\\''")}'`;
  * API (pg_backup_start, a copy of the data directory, pg_backup_stop's backup_label), then
  * standby.signal and primary_conninfo, and the copy started on a port of its own.
  */
-async function startStandby(primary: { binDir: string; osUser: OsUser; dir: string; dataDir: string; adminUrl: string; url: (login?: string) => string }): Promise<Standby> {
+async function startStandby(primary: {
+  binDir: string;
+  osUser: OsUser;
+  dir: string;
+  dataDir: string;
+  adminUrl: string;
+  url: (login?: string) => string;
+}): Promise<Standby> {
   const asServer = (command: string) => asServerUser(primary.osUser, primary.dir, command);
   const pgCtl = join(primary.binDir, "pg_ctl");
   const port = await freePort();

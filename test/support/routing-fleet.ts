@@ -125,9 +125,14 @@ export async function refused(promise: Promise<unknown>): Promise<RegistryError>
 /** Move a replica through its lifecycle as its host would (sequence-fenced). */
 export async function replicaTransition(registry: Registry, owner: pg.Pool, replicaId: string, operation: "heartbeat" | "drain" | "offline" | "register") {
   const { health_revision } = await replicaState(owner, replicaId);
-  return registry.replicaLifecycle(replicaId, operation, {
-    request_id: `msg_${replicaId}_${operation}_${health_revision}_${Math.random().toString(16).slice(2, 10)}`,
-    previous_sequence: health_revision,
-    ...(operation === "offline" ? {} : { lease_ttl_ms: 60_000 }),
-  }, hostPrincipal(replicaId));
+  return registry.replicaLifecycle(
+    replicaId,
+    operation,
+    {
+      request_id: `msg_${replicaId}_${operation}_${health_revision}_${Math.random().toString(16).slice(2, 10)}`,
+      previous_sequence: health_revision,
+      ...(operation === "offline" ? {} : { lease_ttl_ms: 60_000 }),
+    },
+    hostPrincipal(replicaId),
+  );
 }

@@ -18,7 +18,8 @@ it("finds every function of functions/*.sql, one digest each", () => {
 });
 
 it("accepts a freshly stamped candidate and refuses one whose base changed, naming the function", () => {
-  const candidate = "-- Candidate: settle differently.\nALTER FUNCTION aip_get_route(text, text) RESET plan_cache_mode;\nCREATE OR REPLACE FUNCTION aip_settle_route() RETURNS json LANGUAGE sql AS $$ SELECT null::json $$;\n";
+  const candidate =
+    "-- Candidate: settle differently.\nALTER FUNCTION aip_get_route(text, text) RESET plan_cache_mode;\nCREATE OR REPLACE FUNCTION aip_settle_route() RETURNS json LANGUAGE sql AS $$ SELECT null::json $$;\n";
   expect(touchedFunctions(candidate)).toEqual(["aip_get_route", "aip_settle_route"]);
   expect(baseProblem(candidate, digests)).toMatch(/records no base digest for aip_get_route/);
 

@@ -6,7 +6,20 @@ import { describe, expect, it } from "vitest";
 import { bindRefusal, isLoopbackHost } from "../../src/http/bind-check.js";
 
 const LOOPBACK = ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "localhost", "LOCALHOST", "api.localhost"];
-const NETWORK = ["0.0.0.0", "::", "[::]", "", "10.0.0.7", "192.168.1.10", "::ffff:10.0.0.1", "2001:db8::1", "registry.internal", "host.docker.internal", "128.0.0.1", "localhost.example.com"];
+const NETWORK = [
+  "0.0.0.0",
+  "::",
+  "[::]",
+  "",
+  "10.0.0.7",
+  "192.168.1.10",
+  "::ffff:10.0.0.1",
+  "2001:db8::1",
+  "registry.internal",
+  "host.docker.internal",
+  "128.0.0.1",
+  "localhost.example.com",
+];
 
 describe("bindRefusal", () => {
   it.each(LOOPBACK)("allows loopback %j without a setting", (host) => {

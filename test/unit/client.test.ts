@@ -29,13 +29,14 @@ let admin: RegistryClient;
 let host: RegistryClient;
 let gateway: RegistryClient;
 
-const fleet = async (): Promise<Change[]> => [
-  connectorType("ctype_client"),
-  await version("cver_client_1", "ctype_client", ["cap:client.search", "cap:client.write"]),
-  instance("cinst_client_a", "ctype_client", "cver_client_1", "tenant-a"),
-  binding("tenant-a", "cap:client.search", "cinst_client_a"),
-  replica("crepl_client_a", "cinst_client_a", "cver_client_1", { capacity: 1 }),
-] as Change[];
+const fleet = async (): Promise<Change[]> =>
+  [
+    connectorType("ctype_client"),
+    await version("cver_client_1", "ctype_client", ["cap:client.search", "cap:client.write"]),
+    instance("cinst_client_a", "ctype_client", "cver_client_1", "tenant-a"),
+    binding("tenant-a", "cap:client.search", "cinst_client_a"),
+    replica("crepl_client_a", "cinst_client_a", "cver_client_1", { capacity: 1 }),
+  ] as Change[];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -127,7 +128,10 @@ describe("RegistryClient", () => {
   });
 
   it("turns a non-registry error answer (a proxy's 502) into a RegistryProblem that keeps the status", async () => {
-    const proxied = new RegistryClient({ baseUrl: "http://registry.test", fetch: async () => new Response("Bad gateway", { status: 502, statusText: "Bad Gateway" }) });
+    const proxied = new RegistryClient({
+      baseUrl: "http://registry.test",
+      fetch: async () => new Response("Bad gateway", { status: 502, statusText: "Bad Gateway" }),
+    });
     const error = (await proxied.health().catch((e: unknown) => e)) as RegistryProblem;
     expect(error).toBeInstanceOf(RegistryProblem);
     expect(error).toMatchObject({ status: 502, code: "http-502" });

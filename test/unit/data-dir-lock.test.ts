@@ -71,7 +71,9 @@ it("reports a helper that is not installed", async () => {
   const previous = process.env.PATH;
   process.env.PATH = dir; // neither flock nor perl in it
   try {
-    await expect(lockDataDir(dir, { command: "test" })).rejects.toThrow(`cannot lock the data directory ${dir}: neither \`flock\` (util-linux) nor \`perl\` is installed`);
+    await expect(lockDataDir(dir, { command: "test" })).rejects.toThrow(
+      `cannot lock the data directory ${dir}: neither \`flock\` (util-linux) nor \`perl\` is installed`,
+    );
   } finally {
     process.env.PATH = previous;
   }

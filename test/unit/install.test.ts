@@ -37,7 +37,8 @@ describe("supported Node versions", () => {
     expect(supportedMinimums.map((version) => semver.major(version))).toEqual([20, 22, 24]);
     for (const version of supportedMinimums) expect(semver.satisfies(version, pkg.engines.node)).toBe(true);
     // Nothing outside the lines: an odd release, or the next even one before anyone tried it.
-    for (const version of ["18.20.0", "20.18.0", "21.7.0", "22.12.0", "23.0.0", "26.0.0"]) expect(semver.satisfies(version, pkg.engines.node), version).toBe(false);
+    for (const version of ["18.20.0", "20.18.0", "21.7.0", "22.12.0", "23.0.0", "26.0.0"])
+      expect(semver.satisfies(version, pkg.engines.node), version).toBe(false);
   });
 
   it("are what the README says", () => {

@@ -45,7 +45,11 @@ describe.each(TRANSPORTS)("data-plane-only deployment (no CONTROL_DATABASE_URL),
 
   it("refuses the control plane with 403 and serves the data plane", async () => {
     const admin = await api.admin();
-    expectProblem(await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [connectorType(`ctype_${api.prefix}`)] } }), 403, "forbidden");
+    expectProblem(
+      await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [connectorType(`ctype_${api.prefix}`)] } }),
+      403,
+      "forbidden",
+    );
     expectProblem(await api.call("GET", `/v1/admin/connector-types/ctype_${api.prefix}`, { token: admin }), 403, "forbidden");
     expect((await api.call("GET", "/v1/fleet/status", { token: admin })).status).toBe(200);
     expect((await api.call("GET", "/v1/catalog/capabilities", { token: await api.tenant(`${api.prefix}-t`) })).status).toBe(200);
@@ -92,7 +96,12 @@ describe("schema gate", () => {
 describe.each(TRANSPORTS)("database unavailable (%s)", (transport) => {
   it("answers 503 storage and /readyz not_ready, without details of the failure", async () => {
     const missing = `aip_t_${inject("pgServer").runId}_absent`;
-    const api = new Api(workerTarget(workerEnv({ NEON_TRANSPORT: transport, DATABASE_URL: databaseUrlOf(workerEnv().DATABASE_URL as string, missing) }), conformancePrefix("down")));
+    const api = new Api(
+      workerTarget(
+        workerEnv({ NEON_TRANSPORT: transport, DATABASE_URL: databaseUrlOf(workerEnv().DATABASE_URL as string, missing) }),
+        conformancePrefix("down"),
+      ),
+    );
     const response = await api.call("GET", "/v1/fleet/status", { token: await api.admin() });
     expectProblem(response, 503, "storage");
     expect(response.body.detail).not.toContain(missing);

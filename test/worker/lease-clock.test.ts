@@ -150,12 +150,20 @@ describe("the invariant: while a lease is live, an alarm exists at or before its
     const registered = await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 60_000 });
     expect(await view()).toMatchObject({ alarm: ms(registered.body.lease_expires_at), received: start.received + 1 });
 
-    const shorter = await api.lifecycle(id, "heartbeat", { request_id: lifecycleRequestId(api.prefix), previous_sequence: registered.body.sequence, lease_ttl_ms: 30_000 });
+    const shorter = await api.lifecycle(id, "heartbeat", {
+      request_id: lifecycleRequestId(api.prefix),
+      previous_sequence: registered.body.sequence,
+      lease_ttl_ms: 30_000,
+    });
     expect(ms(shorter.body.lease_expires_at)).toBeLessThan(ms(registered.body.lease_expires_at));
     expect(await view()).toMatchObject({ alarm: ms(shorter.body.lease_expires_at), received: start.received + 2 });
 
     // An extension of a lease this isolate saw covered: nothing to tell, the alarm stays earlier.
-    const longer = await api.lifecycle(id, "heartbeat", { request_id: lifecycleRequestId(api.prefix), previous_sequence: shorter.body.sequence, lease_ttl_ms: 120_000 });
+    const longer = await api.lifecycle(id, "heartbeat", {
+      request_id: lifecycleRequestId(api.prefix),
+      previous_sequence: shorter.body.sequence,
+      lease_ttl_ms: 120_000,
+    });
     const extended = await view();
     expect(extended).toMatchObject({ alarm: ms(shorter.body.lease_expires_at), received: start.received + 2 });
 
@@ -169,7 +177,11 @@ describe("the invariant: while a lease is live, an alarm exists at or before its
 
     // A drain with a shorter lease is told; offline is not (no lease left); the next cycle then
     // finds nothing live and sets no alarm.
-    const drained = await api.lifecycle(id, "drain", { request_id: lifecycleRequestId(api.prefix), previous_sequence: longer.body.sequence, lease_ttl_ms: 10_000 });
+    const drained = await api.lifecycle(id, "drain", {
+      request_id: lifecycleRequestId(api.prefix),
+      previous_sequence: longer.body.sequence,
+      lease_ttl_ms: 10_000,
+    });
     expect(await view()).toMatchObject({ alarm: ms(drained.body.lease_expires_at), received: start.received + 3 });
     await api.lifecycle(id, "offline", { request_id: lifecycleRequestId(api.prefix), previous_sequence: drained.body.sequence });
     expect((await view()).received).toBe(start.received + 3);
@@ -240,7 +252,9 @@ describe("the invariant: while a lease is live, an alarm exists at or before its
 describe("waking up: the first calls after the database was suspended", () => {
   for (const transport of ["http", "websocket"] as const) {
     it(`wait for the compute and succeed (${transport})`, async () => {
-      const woken = new Api(workerTarget(workerEnv({ NEON_TRANSPORT: transport, LEASE_MAINTENANCE_INTERVAL_MS: "1000" }), conformancePrefix(`wk${transport[0]}`)));
+      const woken = new Api(
+        workerTarget(workerEnv({ NEON_TRANSPORT: transport, LEASE_MAINTENANCE_INTERVAL_MS: "1000" }), conformancePrefix(`wk${transport[0]}`)),
+      );
       const fleet = await smallFleet(woken.prefix, { tenants: [`${woken.prefix}-t`] });
       await woken.publish(fleet.changes);
       const id = fleet.replicas[fleet.tenants[0] as string] as string;
@@ -250,7 +264,10 @@ describe("waking up: the first calls after the database was suspended", () => {
       await suspendDatabase(1500);
       const [status, route] = await Promise.all([
         woken.call("GET", "/v1/fleet/status", { token: admin }),
-        woken.call("PUT", `/v1/routes/act_${woken.prefix}`, { token: await woken.tenant(fleet.tenants[0] as string), body: { capability_id: fleet.capabilities[0] } }),
+        woken.call("PUT", `/v1/routes/act_${woken.prefix}`, {
+          token: await woken.tenant(fleet.tenants[0] as string),
+          body: { capability_id: fleet.capabilities[0] },
+        }),
       ]);
       expect(status.status).toBe(200);
       expect(route.status, JSON.stringify(route.body)).toBe(201);

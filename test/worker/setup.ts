@@ -9,8 +9,6 @@ beforeAll(async () => {
   const response = await callWorker(workerEnv(), "/readyz");
   if (response.status !== 200) {
     const { reason } = (await response.json()) as { reason?: string };
-    throw new Error(
-      `the Worker refuses the test database (${reason}): if functions/ or drizzle/ changed, run \`npx tsx scripts/generate-schema-version.ts\``,
-    );
+    throw new Error(`the Worker refuses the test database (${reason}): if functions/ or drizzle/ changed, run \`npx tsx scripts/generate-schema-version.ts\``);
   }
 });

@@ -67,8 +67,16 @@ for (const transport of TRANSPORTS) {
     const admin = (path: string) => () => api.call("GET", path, { token: tokens.admin });
     const operations: [string, () => () => Promise<ApiResponse>, number][] = [
       ["GET /readyz", () => () => api.call("GET", "/readyz"), 200],
-      ["POST /v1/admin/publications", () => () => api.call("POST", "/v1/admin/publications", { token: tokens.admin, body: { changes: [connectorType(`ctype_${p}_wire`)] } }), 200],
-      ["POST /v1/admin/publications (refused: conflict)", () => () => api.call("POST", "/v1/admin/publications", { token: tokens.admin, body: { changes: [connectorType(`ctype_${p}_wire`, "org:other")] } }), 409],
+      [
+        "POST /v1/admin/publications",
+        () => () => api.call("POST", "/v1/admin/publications", { token: tokens.admin, body: { changes: [connectorType(`ctype_${p}_wire`)] } }),
+        200,
+      ],
+      [
+        "POST /v1/admin/publications (refused: conflict)",
+        () => () => api.call("POST", "/v1/admin/publications", { token: tokens.admin, body: { changes: [connectorType(`ctype_${p}_wire`, "org:other")] } }),
+        409,
+      ],
       ["GET /v1/admin/connector-types/{id}", () => admin(`/v1/admin/connector-types/${fleet.typeId}`), 200],
       ["GET /v1/admin/versions/{id}", () => admin(`/v1/admin/versions/${fleet.versionId}`), 200],
       ["GET /v1/admin/instances/{id}", () => admin(`/v1/admin/instances/${fleet.instances[tenant]}`), 200],
@@ -78,18 +86,71 @@ for (const transport of TRANSPORTS) {
       ["GET /v1/admin/catalog/capabilities", () => admin(`/v1/admin/catalog/capabilities?tenant_id=${tenant}`), 200],
       ["GET /v1/admin/invariants", () => admin("/v1/admin/invariants"), 200],
       ["GET /v1/catalog/capabilities", () => () => api.call("GET", "/v1/catalog/capabilities", { token: tokens.tenant }), 200],
-      ["GET /v1/catalog/capabilities/{id}", () => () => api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(fleet.capabilities[0] as string)}`, { token: tokens.tenant }), 200],
-      ["PUT /v1/routes/{id} (created)", () => () => api.call("PUT", `/v1/routes/act_${p}_1`, { token: tokens.tenant, body: { capability_id: fleet.capabilities[0] } }), 201],
-      ["PUT /v1/routes/{id} (existing)", () => () => api.call("PUT", `/v1/routes/act_${p}_1`, { token: tokens.tenant, body: { capability_id: fleet.capabilities[0] } }), 200],
-      ["PUT /v1/routes/{id} (refused: binding-unavailable)", () => () => api.call("PUT", `/v1/routes/act_${p}_2`, { token: tokens.tenant, body: { capability_id: `cap:${p}.none` } }), 404],
+      [
+        "GET /v1/catalog/capabilities/{id}",
+        () => () => api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(fleet.capabilities[0] as string)}`, { token: tokens.tenant }),
+        200,
+      ],
+      [
+        "PUT /v1/routes/{id} (created)",
+        () => () => api.call("PUT", `/v1/routes/act_${p}_1`, { token: tokens.tenant, body: { capability_id: fleet.capabilities[0] } }),
+        201,
+      ],
+      [
+        "PUT /v1/routes/{id} (existing)",
+        () => () => api.call("PUT", `/v1/routes/act_${p}_1`, { token: tokens.tenant, body: { capability_id: fleet.capabilities[0] } }),
+        200,
+      ],
+      [
+        "PUT /v1/routes/{id} (refused: binding-unavailable)",
+        () => () => api.call("PUT", `/v1/routes/act_${p}_2`, { token: tokens.tenant, body: { capability_id: `cap:${p}.none` } }),
+        404,
+      ],
       ["GET /v1/routes/{id}", () => () => api.call("GET", `/v1/routes/act_${p}_1`, { token: tokens.tenant }), 200],
-      ["POST /v1/routes/{id}/settlement", () => () => api.call("POST", `/v1/routes/act_${p}_1/settlement`, { token: tokens.tenant, body: { assignment, outcome: "completed" } }), 200],
-      ["POST /v1/routes/{id}/settlement (repeat)", () => () => api.call("POST", `/v1/routes/act_${p}_1/settlement`, { token: tokens.tenant, body: { assignment, outcome: "completed" } }), 200],
-      ["PUT /v1/routes/{id} (reacquired)", () => () => api.call("PUT", `/v1/routes/act_${p}_1`, { token: tokens.tenant, body: { capability_id: fleet.capabilities[0] } }), 200],
-      ["POST /v1/replicas/{id}/heartbeat", () => () => api.call("POST", `/v1/replicas/${replicaId}/heartbeat`, { token: tokens.host, body: { request_id: lifecycleRequestId(p), previous_sequence: sequence } }), 200],
-      ["POST /v1/replicas/{id}/drain", () => () => api.call("POST", `/v1/replicas/${replicaId}/drain`, { token: tokens.host, body: { request_id: lifecycleRequestId(p), previous_sequence: sequence } }), 200],
-      ["POST /v1/replicas/{id}/offline", () => () => api.call("POST", `/v1/replicas/${replicaId}/offline`, { token: tokens.host, body: { request_id: lifecycleRequestId(p), previous_sequence: sequence } }), 200],
-      ["POST /v1/replicas/{id}/register", () => () => api.call("POST", `/v1/replicas/${replicaId}/register`, { token: tokens.host, body: { request_id: lifecycleRequestId(p) } }), 200],
+      [
+        "POST /v1/routes/{id}/settlement",
+        () => () => api.call("POST", `/v1/routes/act_${p}_1/settlement`, { token: tokens.tenant, body: { assignment, outcome: "completed" } }),
+        200,
+      ],
+      [
+        "POST /v1/routes/{id}/settlement (repeat)",
+        () => () => api.call("POST", `/v1/routes/act_${p}_1/settlement`, { token: tokens.tenant, body: { assignment, outcome: "completed" } }),
+        200,
+      ],
+      [
+        "PUT /v1/routes/{id} (reacquired)",
+        () => () => api.call("PUT", `/v1/routes/act_${p}_1`, { token: tokens.tenant, body: { capability_id: fleet.capabilities[0] } }),
+        200,
+      ],
+      [
+        "POST /v1/replicas/{id}/heartbeat",
+        () => () =>
+          api.call("POST", `/v1/replicas/${replicaId}/heartbeat`, {
+            token: tokens.host,
+            body: { request_id: lifecycleRequestId(p), previous_sequence: sequence },
+          }),
+        200,
+      ],
+      [
+        "POST /v1/replicas/{id}/drain",
+        () => () =>
+          api.call("POST", `/v1/replicas/${replicaId}/drain`, { token: tokens.host, body: { request_id: lifecycleRequestId(p), previous_sequence: sequence } }),
+        200,
+      ],
+      [
+        "POST /v1/replicas/{id}/offline",
+        () => () =>
+          api.call("POST", `/v1/replicas/${replicaId}/offline`, {
+            token: tokens.host,
+            body: { request_id: lifecycleRequestId(p), previous_sequence: sequence },
+          }),
+        200,
+      ],
+      [
+        "POST /v1/replicas/{id}/register",
+        () => () => api.call("POST", `/v1/replicas/${replicaId}/register`, { token: tokens.host, body: { request_id: lifecycleRequestId(p) } }),
+        200,
+      ],
       ["GET /v1/fleet/status", () => () => api.call("GET", "/v1/fleet/status", { token: tokens.reader }), 200],
       ["POST /v1/fleet/lease-expiry", () => () => api.call("POST", "/v1/fleet/lease-expiry?limit=10", { token: tokens.admin }), 200],
     ];
