@@ -1,7 +1,7 @@
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 import { TEST_SECRET } from "./test/support/http.js";
-import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "./test/support/server.js";
+import { type LOGIN_ROLES, TEST_ROLE_PASSWORD } from "./test/support/server.js";
 
 /** A connection string the way a Worker holds one: a fake host that only the local proxy serves. */
 function workerDatabaseUrl(database: string, login: keyof typeof LOGIN_ROLES): string {

@@ -398,7 +398,7 @@ function parseConnectionString(value: string | undefined) {
     // Swap the scheme for http: so URL parses it as a special (host-based) URL, like the driver does.
     const scheme = new URL(value).protocol;
     if (scheme !== "postgres:" && scheme !== "postgresql:") throw new Error("bad scheme");
-    url = new URL("http:" + value.slice(scheme.length));
+    url = new URL(`http:${value.slice(scheme.length)}`);
   } catch {
     throw new HttpError(400, "Neon-Connection-String is not a valid postgres:// URL");
   }

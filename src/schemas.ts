@@ -357,15 +357,9 @@ export const LifecycleRequest = z
     request_id: Id().openapi({
       description: "Idempotency key: replaying the replica's last request answers the same; reusing it with another payload is a 409.",
     }),
-    previous_sequence: z
-      .number()
-      .int()
-      .min(0)
-      .max(Number.MAX_SAFE_INTEGER)
-      .optional()
-      .openapi({
-        description: "The sequence of the host's last answer. Required for heartbeat, drain and offline; register needs it only to re-register a live replica.",
-      }),
+    previous_sequence: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().openapi({
+      description: "The sequence of the host's last answer. Required for heartbeat, drain and offline; register needs it only to re-register a live replica.",
+    }),
     lease_ttl_ms: z
       .number()
       .int()

@@ -28,6 +28,7 @@ export interface LoadOptions {
  * `op(worker, index)` performs one operation. It may return the latency to record (for an
  * operation that times only part of its work); otherwise its whole duration is recorded.
  */
+// biome-ignore lint/suspicious/noConfusingVoidType: operations that time their whole duration return nothing
 export type Operation = (worker: number, index: number) => Promise<number | void>;
 
 export function errorCode(error: unknown): string {

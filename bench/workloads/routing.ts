@@ -142,7 +142,8 @@ async function routingAt(recorder: Recorder, db: BenchDatabase, l: Layout, plan:
       { ...spec("retry", "reacquire after settlement"), concurrency: workers },
       async (w) => {
         const slice = slices[w] as Held[];
-        const item = slice[(cursors[w] = (cursors[w] ?? 0) + 1) % slice.length] as Held;
+        cursors[w] = (cursors[w] ?? 0) + 1;
+        const item = slice[cursors[w] % slice.length] as Held;
         const t0 = performance.now();
         const result = await registry.resolveRoute(item.actionId, item.tenant, item.assignment.capability_id);
         const elapsed = performance.now() - t0;

@@ -126,7 +126,10 @@ export async function apply(ctx: CommandContext): Promise<number> {
       const byTenant = new Map<string, Promise<Record<string, unknown>[]>>();
       const bindingsOf = (tenant: string) => {
         let pending = byTenant.get(tenant);
-        if (!pending) byTenant.set(tenant, (pending = backend.bindings(tenant)));
+        if (!pending) {
+          pending = backend.bindings(tenant);
+          byTenant.set(tenant, pending);
+        }
         return pending;
       };
       for (const record of updated) {

@@ -7,13 +7,13 @@ interface RouteEntry {
   path: string;
 }
 
-const escape = (text: string) => text.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
+const escapeRegExp = (text: string) => text.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
 
 /** Hono's path syntax (`/v1/routes/:action_id`, `*`) as an anchored regular expression. */
 function pattern(path: string): RegExp {
   const source = path
     .split("/")
-    .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment === "*" ? ".*" : escape(segment)))
+    .map((segment) => (segment.startsWith(":") ? "[^/]+" : segment === "*" ? ".*" : escapeRegExp(segment)))
     .join("/");
   return new RegExp(`^${source}$`);
 }

@@ -2,7 +2,7 @@
  * Shared pieces of the route definitions: problem responses for the OpenAPI document, the bearer
  * security requirement, and small helpers.
  */
-import { z } from "@hono/zod-openapi";
+import type { z } from "@hono/zod-openapi";
 import { PROBLEM_STATUS, PROBLEM_TITLES, type ProblemCode } from "../registry/errors.js";
 import { Id, Problem } from "../schemas.js";
 import { PROBLEM_CONTENT_TYPE } from "../http/problem.js";

@@ -202,7 +202,10 @@ it("a noisy tenant at its limit never blocks another tenant", async () => {
     Promise.all(Array.from({ length: quietCount }, (_, i) => put(quietToken, `act_quiet_${i}`, quiet.capability))),
   ]);
   const statuses = (answers: { status: number }[]) =>
-    answers.reduce<Record<number, number>>((acc, a) => ({ ...acc, [a.status]: (acc[a.status] ?? 0) + 1 }), {});
+    answers.reduce<Record<number, number>>((acc, a) => {
+      acc[a.status] = (acc[a.status] ?? 0) + 1;
+      return acc;
+    }, {});
   expect(statuses(noisyAnswers)).toEqual({ 201: 5, 429: noisyCount - 5 });
   for (const a of noisyAnswers.filter((x) => x.status === 429)) {
     expect(a.body).toMatchObject({ code: "capacity-exceeded", scope: "tenant", retry_after_ms: 100 });

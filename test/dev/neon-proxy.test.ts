@@ -292,9 +292,9 @@ describe("stats", () => {
   it("parses frontend messages split across and packed into frames", () => {
     const startup = (params: Record<string, string>) => {
       const body = Buffer.from(
-        Object.entries(params)
+        `${Object.entries(params)
           .map(([k, v]) => `${k}\0${v}\0`)
-          .join("") + "\0",
+          .join("")}\0`,
       );
       const head = Buffer.alloc(8);
       head.writeInt32BE(8 + body.length, 0);

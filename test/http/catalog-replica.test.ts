@@ -12,7 +12,7 @@
  * It runs its own pair of servers from the embedded binaries, so it runs once: under an external
  * DATABASE_URL the run would add nothing but time.
  */
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { SqlExecutor } from "../../src/db/executor.js";

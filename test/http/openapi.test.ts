@@ -47,7 +47,7 @@ function resolvePointer(root: Json, ref: string): unknown {
 }
 
 function collectRefs(node: unknown, at: string, out: { at: string; ref: string }[] = []) {
-  if (Array.isArray(node)) node.forEach((child, i) => collectRefs(child, `${at}/${i}`, out));
+  if (Array.isArray(node)) for (const [i, child] of node.entries()) collectRefs(child, `${at}/${i}`, out);
   else if (node && typeof node === "object") {
     for (const [key, value] of Object.entries(node)) {
       if (key === "$ref" && typeof value === "string") out.push({ at, ref: value });
@@ -221,7 +221,7 @@ describe("schemas and examples under a JSON Schema 2020-12 validator (Ajv)", () 
 
   /** Every `example` in the document with the schema it sits in, found by walking it. */
   function examples(node: unknown, at: string, out: { at: string; schema: Json; example: unknown }[] = []) {
-    if (Array.isArray(node)) node.forEach((child, i) => examples(child, `${at}/${i}`, out));
+    if (Array.isArray(node)) for (const [i, child] of node.entries()) examples(child, `${at}/${i}`, out);
     else if (node && typeof node === "object") {
       const record = node as Json;
       if ("example" in record && (record.type !== undefined || record.$ref !== undefined || record.properties !== undefined || record.anyOf !== undefined)) {

@@ -49,7 +49,11 @@ export function jsonText(value: Json): string {
 /** Every string of a document (keys and values): what an answer may legitimately echo. */
 export function stringsOf(value: Json, out: string[] = []): string[] {
   if (typeof value === "string") out.push(value);
-  else if (value instanceof Obj) for (const [k, v] of value.entries) out.push(k), stringsOf(v, out);
+  else if (value instanceof Obj)
+    for (const [k, v] of value.entries) {
+      out.push(k);
+      stringsOf(v, out);
+    }
   else if (Array.isArray(value)) for (const v of value) stringsOf(v, out);
   return out;
 }
@@ -76,6 +80,7 @@ export const SQL_PAYLOADS = [
   "\uff07 OR \uff071\uff07=\uff071",
   "E'\\x27' || current_user",
   "') UNION SELECT rolpassword FROM pg_authid --",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, sent as a literal string
   "${7*7}",
   "{{7*7}}",
 ];
@@ -229,8 +234,8 @@ export const hostileJson: fc.Arbitrary<Json> = fc.letrec<{ value: Json }>((tie) 
 type Step = number;
 function nodes(value: Json, path: Step[] = [], out: Step[][] = []): Step[][] {
   out.push(path);
-  if (value instanceof Obj) value.entries.forEach(([, v], i) => nodes(v, [...path, i], out));
-  else if (Array.isArray(value)) value.forEach((v, i) => nodes(v, [...path, i], out));
+  if (value instanceof Obj) for (const [i, [, v]] of value.entries.entries()) nodes(v, [...path, i], out);
+  else if (Array.isArray(value)) for (const [i, v] of value.entries()) nodes(v, [...path, i], out);
   return out;
 }
 
@@ -239,20 +244,26 @@ function update(value: Json, path: Step[], fn: (node: Json) => Json | undefined)
   const [head, ...rest] = path as [Step, ...Step[]];
   if (value instanceof Obj) {
     const entries: [string, Json][] = [];
-    value.entries.forEach(([k, v], i) => {
-      if (i !== head) return void entries.push([k, v]);
+    for (const [i, [k, v]] of value.entries.entries()) {
+      if (i !== head) {
+        entries.push([k, v]);
+        continue;
+      }
       const next = rest.length === 0 ? fn(v) : update(v, rest, fn);
       if (next !== undefined) entries.push([k, next]);
-    });
+    }
     return new Obj(entries);
   }
   if (Array.isArray(value)) {
     const out: Json[] = [];
-    value.forEach((v, i) => {
-      if (i !== head) return void out.push(v);
+    for (const [i, v] of value.entries()) {
+      if (i !== head) {
+        out.push(v);
+        continue;
+      }
       const next = rest.length === 0 ? fn(v) : update(v, rest, fn);
       if (next !== undefined) out.push(next);
-    });
+    }
     return out;
   }
   return value;
@@ -421,7 +432,7 @@ export const hostileHeaders: fc.Arbitrary<HeaderMutation[]> = fc.array(
     }),
     fc.record({
       name: fc.constant("authorization"),
-      value: fc.constantFrom("DUPLICATE", "Bearer", "Basic Zm9vOmJhcg==", "Bearer a.b.c", "Bearer " + "A".repeat(300_000)),
+      value: fc.constantFrom("DUPLICATE", "Bearer", "Basic Zm9vOmJhcg==", "Bearer a.b.c", `Bearer ${"A".repeat(300_000)}`),
       append: fc.boolean(),
     }),
   ),
@@ -479,7 +490,11 @@ export const LEAKS: RegExp[] = [
 function strings(value: unknown, out: string[] = []): string[] {
   if (typeof value === "string") out.push(value);
   else if (Array.isArray(value)) for (const v of value) strings(v, out);
-  else if (value && typeof value === "object") for (const [k, v] of Object.entries(value)) out.push(k), strings(v, out);
+  else if (value && typeof value === "object")
+    for (const [k, v] of Object.entries(value)) {
+      out.push(k);
+      strings(v, out);
+    }
   return out;
 }
 

@@ -10,7 +10,7 @@
  * Both produce the assignment as the same JSON text (c.json is JSON.stringify of what the driver
  * parsed), so "byte-identical" compares one string with another whatever the transport.
  */
-import pg from "pg";
+import type pg from "pg";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry, type LifecycleRequest, type TopologyPreference } from "../../src/registry/registry.js";
@@ -166,7 +166,10 @@ export function httpGateway(urls: GatewayUrls, options: GatewayOptions = {}): Ga
   const tokens = new Map<string, Promise<string>>();
   const tenantToken = (tenantId: string) => {
     let token = tokens.get(tenantId);
-    if (!token) tokens.set(tenantId, (token = api.tenantToken(tenantId)));
+    if (!token) {
+      token = api.tenantToken(tenantId);
+      tokens.set(tenantId, token);
+    }
     return token;
   };
   const adminToken = api.adminToken();

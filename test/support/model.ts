@@ -23,7 +23,7 @@
  * Used by test/concurrency/model*.test.ts (a few seconds) and scripts/soak.ts (as long as asked).
  */
 import fc from "fast-check";
-import pg from "pg";
+import type pg from "pg";
 import { createPgPool } from "../../src/db/pg.js";
 import type { CatalogPage, LifecycleOperation, RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
 import { binding as bindingChange, connectorType, instance as instanceChange, policy as policyChange, replica as replicaChange, version } from "./fleet.js";
@@ -355,7 +355,8 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
     if (report.violations.length < 50) report.violations.push(line);
   };
   const tally = (kind: string, outcome: string) => {
-    const byKind = (report.outcomes[kind] ??= {});
+    report.outcomes[kind] ??= {};
+    const byKind = report.outcomes[kind];
     byKind[outcome] = (byKind[outcome] ?? 0) + 1;
   };
 
@@ -485,7 +486,9 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
         case "version":
           return {
             changes: [{ op: "set_version_status", id: fleet.versionId, status: change.active ? "active" : "admitted" }],
-            update: (s) => void (s.versionActive = change.active),
+            update: (s) => {
+              s.versionActive = change.active;
+            },
           };
         case "capacity": {
           const r = fleet.replicas[change.replica]!;
@@ -900,7 +903,8 @@ export function summarize(reports: ModelReport[]): Omit<ModelReport, "prefix" | 
   const outcomes: Record<string, Record<string, number>> = {};
   for (const r of reports) {
     for (const [kind, byOutcome] of Object.entries(r.outcomes)) {
-      const into = (outcomes[kind] ??= {});
+      outcomes[kind] ??= {};
+      const into = outcomes[kind];
       for (const [outcome, n] of Object.entries(byOutcome)) into[outcome] = (into[outcome] ?? 0) + n;
     }
   }

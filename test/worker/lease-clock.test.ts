@@ -18,7 +18,7 @@ import { env } from "cloudflare:workers";
 import { Pool } from "@neondatabase/serverless";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { LEASE_CLOCK_NAME } from "../../src/lease-clock.js";
-import worker, { LeaseClock } from "../../src/worker.js";
+import worker, { type LeaseClock } from "../../src/worker.js";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, expectProblem, lifecycleRequestId, sleep, smallFleet, type SmallFleet } from "../conformance/target.js";
 import { ownerSql, ownerUrl, proxyStats, registryStatements, resetProxyStats, suspendDatabase, workerEnv, workerTarget } from "./support.js";
