@@ -29,14 +29,21 @@ const CacheHeaders = {
 };
 const NotModified = { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders };
 
-/** Where a Worker must be told about work that outlives the response; nowhere on Node. */
-function deferOf(c: Context<AppEnv>): Defer | undefined {
-  try {
-    const ctx = c.executionCtx;
-    return (work) => ctx.waitUntil(work);
-  } catch {
-    return undefined;
-  }
+/**
+ * Where a Worker must be told about work that outlives the response; nowhere on Node. Looked up
+ * only when there is such work (a cache write after a miss): Hono's executionCtx getter throws
+ * where there is none, and an Error per warm hit was 3 % of a Node server's CPU.
+ */
+function deferOf(c: Context<AppEnv>): Defer {
+  return (work) => {
+    let ctx: { waitUntil(work: Promise<unknown>): void };
+    try {
+      ctx = c.executionCtx;
+    } catch {
+      return; // Node: the write runs unawaited.
+    }
+    ctx.waitUntil(work);
+  };
 }
 
 function respond(c: Context<AppEnv>, outcome: CatalogOutcome, notFound: () => RegistryError) {
