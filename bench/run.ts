@@ -19,6 +19,7 @@ import { runLimits } from "./workloads/limits.js";
 import { runPglite } from "./workloads/pglite.js";
 import { runRouting } from "./workloads/routing.js";
 import { runPartition } from "./workloads/partition.js";
+import { runPublication } from "./workloads/publication.js";
 import { runScale } from "./workloads/scale.js";
 
 const log = (line: string) => console.log(line);
@@ -147,6 +148,12 @@ async function benchServer(server: Server, target: string, options: Options, res
       log("http (Node server under autocannon)");
       await attempt(results, "http", () =>
         runHttp(recorder, db, layout, { target, connections: [16, 64], poolMax: Math.min(32, maxPool), durationMs: options.phaseMs }),
+      );
+    }
+    if (options.suites.has("publication")) {
+      log("publication (routing while large versions are published)");
+      await attempt(results, "publication", () =>
+        runPublication(recorder, db, layout, { target, concurrency: 16, durationMs: Math.max(options.phaseMs, 8000), log }),
       );
     }
     const writesAfter = await db.withOwner((s) => tableWrites((q) => s.query(q)));
