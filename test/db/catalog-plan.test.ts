@@ -82,4 +82,23 @@ describe("catalog query plans at fleet scale", () => {
     // The assertions above ran on the statements that matter, not on nothing.
     expect([...seen].sort()).toEqual(["count", "page", "unbound page"]);
   });
+
+  // Publication re-evaluates the live chains of the instances a change touched (a type's or a
+  // version's instances, an instance, a binding's instance) on whatever plan PL/pgSQL caches: a
+  // generic plan must read those instances' bindings by index too, not the fleet's 100,000.
+  it("re-evaluates the live chains of touched instances through indexes", async () => {
+    const instances = [0, 1, 2].map((i) => `cinst_fleet_042_${String(i * 10).padStart(3, "0")}`);
+    const before = await db.owner.query("SELECT count(*)::int AS n FROM aip_catalog_entries WHERE instance_id = ANY ($1)", [instances]);
+    expect(before.rows[0].n).toBeGreaterThan(0);
+    for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+      await session.query(`SET plan_cache_mode = ${mode}`);
+      const plans = (await capturePlans(session, "SELECT aip_refresh_catalog_entries($1)", [instances])).filter((plan) =>
+        /aip_capability_bindings/.test(plan),
+      );
+      expect(plans.length, `${mode}: no plan captured`).toBeGreaterThan(0);
+      for (const plan of plans) expect(plan, mode).not.toMatch(FORBIDDEN);
+    }
+    const after = await db.owner.query("SELECT count(*)::int AS n FROM aip_catalog_entries WHERE instance_id = ANY ($1)", [instances]);
+    expect(after.rows[0].n).toBe(before.rows[0].n);
+  });
 });
