@@ -54,7 +54,9 @@ export async function runPublication(
     const aloneStarted = performance.now();
     await publisher.registry.publish([first]);
     const aloneMs = performance.now() - aloneStarted;
-    plan.log(`  large manifest: ${JSON.stringify(first.manifest).length} bytes of JSON, ${CAPABILITIES} capabilities; published alone in ${aloneMs.toFixed(0)} ms`);
+    plan.log(
+      `  large manifest: ${JSON.stringify(first.manifest).length} bytes of JSON, ${CAPABILITIES} capabilities; published alone in ${aloneMs.toFixed(0)} ms`,
+    );
     await recorder.measure(db, plan.target, { ...spec, name: "cycles, no publication" }, op, routers.registry);
 
     const took: number[] = [];
