@@ -85,12 +85,15 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const tooLarge = () => {
     throw new RegistryError("payload-too-large", "the request body exceeds the size limit");
   };
-  app.use("/v1/admin/*", bodyLimit({ maxSize: options.adminBodyLimitBytes ?? ADMIN_BODY_LIMIT_BYTES.default, onError: tooLarge }));
-  const limitBody = bodyLimit({ maxSize: options.bodyLimitBytes ?? BODY_LIMIT_BYTES.default, onError: tooLarge });
   // GET and HEAD handlers never read a body, and Hono's limit asks for one by building the whole
   // WHATWG Request on Node (its AbortController and stream included): a tenth of a warm catalog
   // hit's CPU, spent on a body nobody reads.
-  const dataBodyLimit: MiddlewareHandler = (c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limitBody(c, next));
+  const limitBodies = (maxSize: number): MiddlewareHandler => {
+    const limit = bodyLimit({ maxSize, onError: tooLarge });
+    return (c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limit(c, next));
+  };
+  app.use("/v1/admin/*", limitBodies(options.adminBodyLimitBytes ?? ADMIN_BODY_LIMIT_BYTES.default));
+  const dataBodyLimit = limitBodies(options.bodyLimitBytes ?? BODY_LIMIT_BYTES.default);
   for (const area of ["catalog", "routes", "replicas", "registry", "fleet"]) app.use(`/v1/${area}/*`, dataBodyLimit);
   app.use("/v1/*", authenticate(options.authenticator));
 
