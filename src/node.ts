@@ -20,7 +20,7 @@ import { createApp, type PoolUsage } from "./app.js";
 import { MemoryCatalogCache } from "./catalog/cache.js";
 import { loadConfig, type Config } from "./config.js";
 import { migrate } from "./db/migrate.js";
-import { createPgPool, pgExecutor, withPgSession } from "./db/pg.js";
+import { createPgPool, pgExecutor, redactUrl, withPgSession } from "./db/pg.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
 import { verifySchema } from "./registry/schema-check.js";
 import { authenticatorFrom } from "./http/auth.js";
@@ -52,17 +52,6 @@ type Log = (line: string) => void;
 /** A start-up refusal: the message says what to do. */
 export class StartupError extends Error {
   override name = "StartupError";
-}
-
-/** Strips the password from a connection string for messages. */
-function redact(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(unparseable database URL)";
-  }
 }
 
 /** Settings that cannot work together are refused before anything is bound or opened. */
@@ -234,7 +223,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
     if (config.MIGRATE_ON_START) {
       // A schema that is already current needs no migration, and no DDL privileges: the runtime
       // roles of docs/deploy.md start without the owner's credentials.
-      const verdict = await askSchema(registry, redact(config.DATABASE_URL));
+      const verdict = await askSchema(registry, redactUrl(config.DATABASE_URL));
       if (!verdict.ok) await migrateOnStart(controlUrl, verdict.reason, log);
     }
   } catch (error) {
@@ -287,7 +276,7 @@ export async function startServer(
     }
     if (generated) secret = await developmentSecret(config.DATA_DIR);
     database = config.DATABASE_URL ? await openPostgres(config as Config & { DATABASE_URL: string }, log) : await openEmbedded(config, log);
-    const target = config.DATABASE_URL ? redact(config.DATABASE_URL) : join(config.DATA_DIR, "pglite");
+    const target = config.DATABASE_URL ? redactUrl(config.DATABASE_URL) : join(config.DATA_DIR, "pglite");
     const verdict = await askSchema(database.registry, target);
     if (!verdict.ok) throw new StartupError(`refusing to serve ${target}: ${verdict.reason}`);
   } catch (error) {

@@ -5,11 +5,10 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { MigrationError, migrate as runMigrations, type MigrationReport } from "../db/migrate.js";
-import { withPgSession } from "../db/pg.js";
+import { redactUrl, withPgSession } from "../db/pg.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
 import { startServer } from "../node.js";
 import { lockDataDir } from "../node/data-dir-lock.js";
-import { redactUrl } from "./sql-backend.js";
 import { EXIT, dataDir, str, type CommandContext } from "./context.js";
 import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
 

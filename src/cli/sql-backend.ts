@@ -2,22 +2,11 @@
  * The SQL transport of the operator commands (--database-url): the registry's functions called
  * directly through a small pg pool, as the API itself would call them.
  */
-import { createPgPool, pgExecutor } from "../db/pg.js";
+import { createPgPool, pgExecutor, redactUrl } from "../db/pg.js";
 import { BINDINGS_PAGE } from "../limits.js";
 import { verifySchema } from "../registry/schema-check.js";
 import { Registry } from "../registry/registry.js";
 import type { Backend } from "./backend.js";
-
-/** Strips the password from a connection string for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(unparseable database URL)";
-  }
-}
 
 export function sqlBackend(databaseUrl: string): Backend {
   const pool = createPgPool(databaseUrl, { max: 2, applicationName: "aip-registry-cli" });

@@ -85,3 +85,14 @@ export async function withPgSession<T>(connectionString: string, fn: (session: M
     await client.end().catch(() => {});
   }
 }
+
+/** Strips the password from a connection string for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparseable database URL)";
+  }
+}
