@@ -9,6 +9,24 @@ LANGUAGE sql STABLE AS $$
     'created_at', aip_time(t.created_at), 'updated_at', aip_time(t.updated_at))
 $$;
 
+-- What a version implements, as both readers of a version show it (administrative and data plane):
+-- its capabilities' digests and its profiles, each in ID order.
+CREATE FUNCTION aip_version_capabilities_json(p_version_id text) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((
+    SELECT json_agg(json_build_object('id', d.capability_id, 'contract_digest', d.contract_digest,
+                                      'schema_digest', d.schema_digest) ORDER BY d.capability_id)
+    FROM aip_version_capabilities vc JOIN aip_capability_definitions d USING (capability_id)
+    WHERE vc.version_id = p_version_id), '[]'::json)
+$$;
+
+CREATE FUNCTION aip_version_profiles_json(p_version_id text) RETURNS json
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((
+    SELECT json_agg(vp.profile_id ORDER BY vp.profile_id)
+    FROM aip_version_profiles vp WHERE vp.version_id = p_version_id), '[]'::json)
+$$;
+
 CREATE FUNCTION aip_version_json(v aip_connector_versions) RETURNS json
 LANGUAGE sql STABLE AS $$
   SELECT json_build_object(
@@ -16,14 +34,8 @@ LANGUAGE sql STABLE AS $$
     'manifest_digest', v.manifest_digest, 'manifest', v.manifest, 'attestation', v.attestation,
     'implementation_support', v.implementation_support,
     'supply_chain_qualified', v.supply_chain_qualified, 'qualification_reason', v.qualification_reason,
-    'capabilities', coalesce((
-      SELECT json_agg(json_build_object('id', d.capability_id, 'contract_digest', d.contract_digest,
-                                        'schema_digest', d.schema_digest) ORDER BY d.capability_id)
-      FROM aip_version_capabilities vc JOIN aip_capability_definitions d USING (capability_id)
-      WHERE vc.version_id = v.version_id), '[]'::json),
-    'profiles', coalesce((
-      SELECT json_agg(vp.profile_id ORDER BY vp.profile_id)
-      FROM aip_version_profiles vp WHERE vp.version_id = v.version_id), '[]'::json),
+    'capabilities', aip_version_capabilities_json(v.version_id),
+    'profiles', aip_version_profiles_json(v.version_id),
     'admitted_at', aip_time(v.admitted_at), 'updated_at', aip_time(v.updated_at))
 $$;
 

@@ -20,14 +20,8 @@ LANGUAGE sql STABLE AS $$
     'supply_chain_qualified', v.supply_chain_qualified,
     'artifact_digest', v.artifact_digest, 'manifest_digest', v.manifest_digest,
     'attestation', v.attestation, 'implementation_support', v.implementation_support,
-    'capabilities', coalesce((
-      SELECT json_agg(json_build_object('id', d.capability_id, 'contract_digest', d.contract_digest,
-                                        'schema_digest', d.schema_digest) ORDER BY d.capability_id)
-      FROM aip_version_capabilities vc JOIN aip_capability_definitions d USING (capability_id)
-      WHERE vc.version_id = v.version_id), '[]'::json),
-    'profiles', coalesce((
-      SELECT json_agg(vp.profile_id ORDER BY vp.profile_id)
-      FROM aip_version_profiles vp WHERE vp.version_id = v.version_id), '[]'::json),
+    'capabilities', aip_version_capabilities_json(v.version_id),
+    'profiles', aip_version_profiles_json(v.version_id),
     'admitted_at', aip_time(v.admitted_at), 'updated_at', aip_time(v.updated_at))
 $$;
 
