@@ -2,6 +2,7 @@
  * Configuration from environment variables (Node) or Worker bindings: one schema for both.
  */
 import { z } from "zod";
+import { AlgorithmList, refineVerifierSettings } from "./http/auth-settings.js";
 import * as L from "./limits.js";
 
 const flag = (fallback: boolean) =>
@@ -29,8 +30,22 @@ export const ConfigSchema = z.object({
   CONTROL_DATABASE_URL: optionalString,
   AUTH_HS256_SECRET: optionalString,
   AUTH_JWKS_URL: optionalString,
+  /** With AUTH_JWKS_URL both are required (src/http/auth-settings.ts), or AUTH_ALLOW_ANY_ISSUER=true instead of AUTH_ISSUER. */
   AUTH_ISSUER: optionalString,
   AUTH_AUDIENCE: optionalString,
+  AUTH_ALLOW_ANY_ISSUER: flag(false),
+  /** AUTH_JWKS_URL's accepted algorithms, comma-separated; unset: every one of JWKS_ALGORITHMS. */
+  AUTH_ALGORITHMS: AlgorithmList,
+  /** The JOSE header `typ` every token must carry (e.g. `at+jwt`, RFC 9068); unset: not checked. */
+  AUTH_TYP: optionalString,
+  /** The longest `exp` minus `iat` (or `nbf`) accepted; unset: a day with AUTH_JWKS_URL, 366 days with a shared secret. */
+  AUTH_MAX_TOKEN_LIFETIME_S: z.coerce.number().int().min(L.AUTH_MAX_TOKEN_LIFETIME_S.min).max(L.AUTH_MAX_TOKEN_LIFETIME_S.max).optional(),
+  /** The identity provider's key set (src/http/jwks.ts): its maximum age, refetch cooldown, outage grace, fetch timeout and size. */
+  AUTH_JWKS_MAX_AGE_MS: bounded(L.AUTH_JWKS_MAX_AGE_MS),
+  AUTH_JWKS_COOLDOWN_MS: bounded(L.AUTH_JWKS_COOLDOWN_MS),
+  AUTH_JWKS_GRACE_MS: bounded(L.AUTH_JWKS_GRACE_MS),
+  AUTH_JWKS_TIMEOUT_MS: bounded(L.AUTH_JWKS_TIMEOUT_MS),
+  AUTH_JWKS_MAX_BYTES: bounded(L.AUTH_JWKS_MAX_BYTES),
   /**
    * Against PostgreSQL, start without AUTH_HS256_SECRET or AUTH_JWKS_URL: generate (or reuse) the
    * development secret under DATA_DIR and print admin tokens. Only the embedded default does that
@@ -91,8 +106,11 @@ export const ConfigSchema = z.object({
 
 export type Config = z.infer<typeof ConfigSchema>;
 
+/** Settings that are each valid but cannot work together (the Worker applies the same rules). */
+const CheckedConfigSchema = ConfigSchema.superRefine(refineVerifierSettings);
+
 export function loadConfig(env: Record<string, string | undefined>): Config {
-  const parsed = ConfigSchema.safeParse(env);
+  const parsed = CheckedConfigSchema.safeParse(env);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((issue) => `  ${issue.path.join(".")}: ${issue.message}`);
     throw new Error(`invalid configuration:\n${lines.join("\n")}`);

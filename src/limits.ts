@@ -91,3 +91,39 @@ export const CATALOG_CACHE_BYTES: RangeBound = { default: 64 * MiB, min: 0, max:
 
 /** How long a cached catalog answer may be served unconfirmed (CATALOG_MAX_STALENESS_MS; 0 = never). */
 export const CATALOG_MAX_STALENESS_MS: RangeBound = { default: 0, min: 0, max: 3_600_000 };
+
+// Token verification against an identity provider (AUTH_JWKS_URL; src/http/jwks.ts) ---------------
+/**
+ * How long a fetched key set is used before it is fetched again (AUTH_JWKS_MAX_AGE_MS): a key the
+ * identity provider removed stops being honoured within this bound while the provider answers.
+ */
+export const AUTH_JWKS_MAX_AGE_MS: RangeBound = { default: 60_000, min: 1000, max: 3_600_000 };
+
+/** The shortest pause between two fetches caused by a token naming an unknown key (AUTH_JWKS_COOLDOWN_MS). */
+export const AUTH_JWKS_COOLDOWN_MS: RangeBound = { default: 10_000, min: 0, max: 3_600_000 };
+
+/**
+ * How long past its maximum age the last good key set is still used while the identity provider
+ * cannot be fetched (AUTH_JWKS_GRACE_MS; 0 = not at all): the revocation bound during an outage.
+ */
+export const AUTH_JWKS_GRACE_MS: RangeBound = { default: 600_000, min: 0, max: 86_400_000 };
+
+/** The longest wait for one key-set fetch, body included (AUTH_JWKS_TIMEOUT_MS). */
+export const AUTH_JWKS_TIMEOUT_MS: RangeBound = { default: 5000, min: 100, max: 60_000 };
+
+/** The largest key-set body accepted (AUTH_JWKS_MAX_BYTES); an identity provider's set is a few KiB. */
+export const AUTH_JWKS_MAX_BYTES: RangeBound = { default: 256 * KiB, min: KiB, max: 4 * MiB };
+
+/** Failed key-set fetches back off from this pause, doubling (with jitter) up to AUTH_JWKS_BACKOFF_MAX_MS. */
+export const AUTH_JWKS_BACKOFF_MIN_MS = 1000;
+export const AUTH_JWKS_BACKOFF_MAX_MS = 30_000;
+
+/**
+ * The longest token lifetime accepted (AUTH_MAX_TOKEN_LIFETIME_S), `exp` minus `iat` or `nbf`.
+ * The default depends on the verifier: a day for an identity provider's tokens, and 366 days for
+ * the shared secret's (the CLI mints tokens of up to 365 days).
+ */
+export const AUTH_MAX_TOKEN_LIFETIME_S = { jwksDefault: 86_400, sharedSecretDefault: 366 * 86_400, min: 60, max: 366 * 86_400 } as const;
+
+/** Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds. */
+export const AUTH_CLOCK_TOLERANCE_S = 5;

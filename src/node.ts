@@ -318,7 +318,16 @@ export async function startServer(
       sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
     },
     ...(accessLog ? { log: accessLog } : {}),
-    ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC, transportRefusals: transport.refusals } } : {}),
+    ...(config.METRICS
+      ? {
+          metrics: {
+            pools: database.pools,
+            public: config.METRICS_PUBLIC,
+            transportRefusals: transport.refusals,
+            ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
+          },
+        }
+      : {}),
     ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
   });
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));

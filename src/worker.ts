@@ -5,7 +5,10 @@
  * - DATABASE_URL (secret): the data role. Required.
  * - CONTROL_DATABASE_URL (secret): the control role, for /v1/admin/*. Without it the Worker
  *   serves the data plane only and /v1/admin/* answers 403 `forbidden`.
- * - AUTH_HS256_SECRET (secret) or AUTH_JWKS_URL (+ AUTH_ISSUER, AUTH_AUDIENCE).
+ * - AUTH_HS256_SECRET (secret) or AUTH_JWKS_URL with AUTH_AUDIENCE and AUTH_ISSUER (or
+ *   AUTH_ALLOW_ANY_ISSUER=true), and the other AUTH_* settings of src/config.ts: the same rules as
+ *   the Node server (src/http/auth-settings.ts); a configuration they refuse answers every request
+ *   with the misconfiguration problem.
  * - NEON_TRANSPORT: `http` (default; `neon()`, one HTTPS request per statement) or `websocket`
  *   (a `Pool` per request, ended with waitUntil).
  * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
@@ -32,6 +35,7 @@ import { EdgeCatalogCache, type EdgeCache } from "./catalog/edge-cache.js";
 import { ConfirmedRevision } from "./catalog/serve.js";
 import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
 import { authenticatorFrom, type Authenticator } from "./http/auth.js";
+import { refineVerifierSettings } from "./http/auth-settings.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
 import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
 import { DEFAULT_MIN_INTERVAL_MS, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
@@ -47,6 +51,15 @@ export interface WorkerEnv {
   AUTH_JWKS_URL?: string;
   AUTH_ISSUER?: string;
   AUTH_AUDIENCE?: string;
+  AUTH_ALLOW_ANY_ISSUER?: string;
+  AUTH_ALGORITHMS?: string;
+  AUTH_TYP?: string;
+  AUTH_MAX_TOKEN_LIFETIME_S?: string;
+  AUTH_JWKS_MAX_AGE_MS?: string;
+  AUTH_JWKS_COOLDOWN_MS?: string;
+  AUTH_JWKS_GRACE_MS?: string;
+  AUTH_JWKS_TIMEOUT_MS?: string;
+  AUTH_JWKS_MAX_BYTES?: string;
   NEON_TRANSPORT?: string;
   NEON_LOCAL_PROXY?: string;
   ACCESS_LOG?: string;
@@ -74,6 +87,15 @@ const WorkerConfigSchema = ConfigSchema.pick({
   AUTH_JWKS_URL: true,
   AUTH_ISSUER: true,
   AUTH_AUDIENCE: true,
+  AUTH_ALLOW_ANY_ISSUER: true,
+  AUTH_ALGORITHMS: true,
+  AUTH_TYP: true,
+  AUTH_MAX_TOKEN_LIFETIME_S: true,
+  AUTH_JWKS_MAX_AGE_MS: true,
+  AUTH_JWKS_COOLDOWN_MS: true,
+  AUTH_JWKS_GRACE_MS: true,
+  AUTH_JWKS_TIMEOUT_MS: true,
+  AUTH_JWKS_MAX_BYTES: true,
   ACCESS_LOG: true,
   BODY_LIMIT_BYTES: true,
   ADMIN_BODY_LIMIT_BYTES: true,
@@ -101,6 +123,7 @@ const WorkerConfigSchema = ConfigSchema.pick({
       .optional()
       .transform((v) => v !== "false"),
   })
+  .superRefine(refineVerifierSettings)
   .refine((config) => config.DATABASE_URL, { path: ["DATABASE_URL"], message: "is required (the data role's connection string)" });
 
 type WorkerConfig = z.infer<typeof WorkerConfigSchema>;

@@ -1,10 +1,16 @@
 /**
  * Bearer-token authentication. The verified token is the only source of tenant identity: no
  * header, path or body field can name a tenant. Tokens are JWTs: HS256 with a shared secret
- * (development, small deployments) or any asymmetric algorithm from a JWKS URL (production).
+ * (development, small deployments) or an asymmetric algorithm with a key from an identity
+ * provider's JWKS (production; the key set's lifetime, refetches and outages: src/http/jwks.ts).
  */
-import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { base64url, jwtVerify, type JWTPayload, type JWTVerifyOptions } from "jose";
+import * as L from "../limits.js";
+import { RegistryError } from "../registry/errors.js";
+import { JWKS_ALGORITHMS, verifierSettingsProblems } from "./auth-settings.js";
+import { RemoteKeySet, type KeySetOptions } from "./jwks.js";
 import { BearerRefusal } from "./problem.js";
+import { duplicateMemberName } from "./unique-members.js";
 
 export const SCOPES = ["catalog:read", "routes:write", "routes:read", "replicas:write", "registry:read", "registry:admin", "fleet:read"] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -23,6 +29,16 @@ export interface AuthConfig {
   jwksUrl?: string;
   issuer?: string;
   audience?: string;
+  /** With jwksUrl: accept tokens of any issuer instead of requiring `issuer`. */
+  allowAnyIssuer?: boolean;
+  /** With jwksUrl: the accepted algorithms (default: all of JWKS_ALGORITHMS). */
+  algorithms?: readonly string[];
+  /** The JOSE header `typ` every token must carry (unset: not checked). */
+  typ?: string;
+  /** The longest `exp` minus `iat` or `nbf` (default: AUTH_MAX_TOKEN_LIFETIME_S in src/limits.ts). */
+  maxTokenLifetimeS?: number;
+  /** With jwksUrl: the key set's bounds (defaults: src/limits.ts) and, for tests, its fetch, jitter and log. */
+  jwks?: Partial<Omit<KeySetOptions, "url" | "now">>;
   /** Verified tokens remembered (default 10,000; 0 verifies every request). See VerifiedTokens. */
   cacheEntries?: number;
   /** The longest a verification is trusted before the token is verified again (default 60 s). */
@@ -31,7 +47,8 @@ export interface AuthConfig {
   now?: () => number;
 }
 
-export type Authenticator = (token: string) => Promise<Principal>;
+/** Verifies a bearer token; with a JWKS, `keySet` is the identity provider's key set (metrics read its status). */
+export type Authenticator = ((token: string) => Promise<Principal>) & { readonly keySet?: RemoteKeySet };
 
 /** The configuration members (src/config.ts) that choose and pin the token verifier. */
 export interface AuthSettings {
@@ -39,6 +56,15 @@ export interface AuthSettings {
   AUTH_JWKS_URL?: string | undefined;
   AUTH_ISSUER?: string | undefined;
   AUTH_AUDIENCE?: string | undefined;
+  AUTH_ALLOW_ANY_ISSUER?: boolean | undefined;
+  AUTH_ALGORITHMS?: readonly string[] | undefined;
+  AUTH_TYP?: string | undefined;
+  AUTH_MAX_TOKEN_LIFETIME_S?: number | undefined;
+  AUTH_JWKS_MAX_AGE_MS?: number | undefined;
+  AUTH_JWKS_COOLDOWN_MS?: number | undefined;
+  AUTH_JWKS_GRACE_MS?: number | undefined;
+  AUTH_JWKS_TIMEOUT_MS?: number | undefined;
+  AUTH_JWKS_MAX_BYTES?: number | undefined;
 }
 
 /**
@@ -46,45 +72,94 @@ export interface AuthSettings {
  * over a shared secret (Node passes its generated development secret as AUTH_HS256_SECRET).
  */
 export function authenticatorFrom(config: AuthSettings): Authenticator {
+  const keySet = present({
+    maxAgeMs: config.AUTH_JWKS_MAX_AGE_MS,
+    cooldownMs: config.AUTH_JWKS_COOLDOWN_MS,
+    graceMs: config.AUTH_JWKS_GRACE_MS,
+    timeoutMs: config.AUTH_JWKS_TIMEOUT_MS,
+    maxBytes: config.AUTH_JWKS_MAX_BYTES,
+  });
   return createAuthenticator({
-    ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { hs256Secret: config.AUTH_HS256_SECRET }),
-    ...(config.AUTH_ISSUER ? { issuer: config.AUTH_ISSUER } : {}),
-    ...(config.AUTH_AUDIENCE ? { audience: config.AUTH_AUDIENCE } : {}),
+    ...(config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL, jwks: keySet } : present({ hs256Secret: config.AUTH_HS256_SECRET })),
+    ...present({
+      issuer: config.AUTH_ISSUER,
+      audience: config.AUTH_AUDIENCE,
+      allowAnyIssuer: config.AUTH_ALLOW_ANY_ISSUER,
+      algorithms: config.AUTH_ALGORITHMS,
+      typ: config.AUTH_TYP,
+      maxTokenLifetimeS: config.AUTH_MAX_TOKEN_LIFETIME_S,
+    }),
   });
 }
 
-const ASYMMETRIC = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
+/** The members that are set (an optional member may not be given as undefined here). */
+const present = <T extends object>(members: T) =>
+  Object.fromEntries(Object.entries(members).filter(([, value]) => value !== undefined)) as { [K in keyof T]?: Exclude<T[K], undefined> };
 
 export function createAuthenticator(config: AuthConfig): Authenticator {
-  let key: Uint8Array | JWTVerifyGetKey;
-  let algorithms: string[];
+  const now = config.now ?? Date.now;
+  let keySet: RemoteKeySet | undefined;
+  let secret: Uint8Array | undefined;
   if (config.jwksUrl) {
-    key = createRemoteJWKSet(new URL(config.jwksUrl));
-    algorithms = ASYMMETRIC;
+    const problems = verifierSettingsProblems({
+      AUTH_JWKS_URL: config.jwksUrl,
+      AUTH_ISSUER: config.issuer,
+      AUTH_AUDIENCE: config.audience,
+      AUTH_ALLOW_ANY_ISSUER: config.allowAnyIssuer,
+      AUTH_ALGORITHMS: config.algorithms,
+    });
+    if (problems.length > 0) throw new Error(problems.map((p) => `${p.setting} ${p.message}`).join("; "));
+    keySet = new RemoteKeySet({
+      maxAgeMs: L.AUTH_JWKS_MAX_AGE_MS.default,
+      cooldownMs: L.AUTH_JWKS_COOLDOWN_MS.default,
+      graceMs: L.AUTH_JWKS_GRACE_MS.default,
+      timeoutMs: L.AUTH_JWKS_TIMEOUT_MS.default,
+      maxBytes: L.AUTH_JWKS_MAX_BYTES.default,
+      ...config.jwks,
+      url: config.jwksUrl,
+      now,
+    });
   } else if (config.hs256Secret) {
     if (config.hs256Secret.length < 32) throw new Error("AUTH_HS256_SECRET must be at least 32 characters");
-    key = new TextEncoder().encode(config.hs256Secret);
-    algorithms = ["HS256"];
+    secret = new TextEncoder().encode(config.hs256Secret);
   } else {
     throw new Error("configure AUTH_HS256_SECRET or AUTH_JWKS_URL");
   }
-  const options = {
-    algorithms,
-    ...(config.issuer ? { issuer: config.issuer } : {}),
+  const maxLifetimeS = config.maxTokenLifetimeS ?? (keySet ? L.AUTH_MAX_TOKEN_LIFETIME_S.jwksDefault : L.AUTH_MAX_TOKEN_LIFETIME_S.sharedSecretDefault);
+  const options: JWTVerifyOptions = {
+    // jose refuses unsigned (alg: none) tokens and any algorithm outside this list, before a key is looked up.
+    algorithms: keySet ? [...(config.algorithms ?? JWKS_ALGORITHMS)] : ["HS256"],
+    ...(config.issuer && !config.allowAnyIssuer ? { issuer: config.issuer } : {}),
     ...(config.audience ? { audience: config.audience } : {}),
-    clockTolerance: 5,
+    ...(config.typ ? { typ: config.typ } : {}),
+    clockTolerance: L.AUTH_CLOCK_TOLERANCE_S,
     // A token without an expiry would be valid forever.
     requiredClaims: ["exp"],
   };
-  const verify = async (token: string): Promise<{ principal: Principal; expiresAtMs: number }> => {
+  const verify = async (token: string): Promise<{ principal: Principal; expiresAtMs: number; keySetVersion: number }> => {
     let payload: JWTPayload;
+    let keySetVersion = 0;
+    const at = { ...options, currentDate: new Date(now()) };
     try {
-      // jose refuses unsecured (alg: none) tokens and any algorithm outside `algorithms`.
-      const at = config.now ? { ...options, currentDate: new Date(config.now()) } : options;
-      payload = typeof key === "function" ? (await jwtVerify(token, key, at)).payload : (await jwtVerify(token, key, at)).payload; // two overloads of jwtVerify
+      if (keySet) {
+        const set = keySet;
+        const getKey = async (...args: Parameters<RemoteKeySet["key"]>) => {
+          const found = await set.key(...args);
+          keySetVersion = found.version;
+          return found.key;
+        };
+        payload = (await jwtVerify(token, getKey, at)).payload;
+      } else {
+        payload = (await jwtVerify(token, secret as Uint8Array, at)).payload;
+      }
     } catch (error) {
+      // The key set being unavailable is not the token's fault: 503, never a 401 that tells a
+      // caller to throw a valid token away.
+      if (error instanceof RegistryError) throw error;
       throw new BearerRefusal("unauthorized", `invalid bearer token: ${(error as Error).message}`, "invalid_token");
     }
+    const exceeded = limitExceeded(token, payload, now() / 1000, maxLifetimeS);
+    if (exceeded) throw new BearerRefusal("unauthorized", `invalid bearer token: ${exceeded}`, "invalid_token");
     const tenant = identityClaim(payload, "tenant_id", 256);
     const peer = identityClaim(payload, "peer_principal_id", 512);
     const scope = typeof payload.scope === "string" ? payload.scope : "";
@@ -94,18 +169,43 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
       peerPrincipalId: peer,
       scopes: new Set(scope.split(" ").filter(Boolean)),
     };
-    return { principal, expiresAtMs: (payload.exp as number) * 1000 };
+    return { principal, expiresAtMs: (payload.exp as number) * 1000, keySetVersion };
   };
   const entries = config.cacheEntries ?? 10_000;
-  if (entries <= 0) return async (token) => (await verify(token)).principal;
-  const cache = new VerifiedTokens(entries, config.cacheMaxAgeMs ?? 60_000, config.now ?? Date.now);
-  return async (token) => {
-    const known = cache.get(token);
-    if (known) return known;
-    const verified = await verify(token);
-    cache.set(token, verified.principal, verified.expiresAtMs);
-    return verified.principal;
-  };
+  const authenticate =
+    entries <= 0
+      ? async (token: string) => (await verify(token)).principal
+      : (() => {
+          // A principal verified under a key set stands only while that set is current and fresh.
+          const keysCurrent = keySet ? (version: number) => (keySet as RemoteKeySet).isFresh(version) : undefined;
+          const cache = new VerifiedTokens(entries, config.cacheMaxAgeMs ?? 60_000, now, keysCurrent);
+          return async (token: string) => {
+            const known = cache.get(token);
+            if (known) return known;
+            const verified = await verify(token);
+            cache.set(token, verified.principal, verified.expiresAtMs, verified.keySetVersion);
+            return verified.principal;
+          };
+        })();
+  return keySet ? Object.assign(authenticate, { keySet }) : authenticate;
+}
+
+/**
+ * What jose does not check: a lifetime (`exp` minus the earlier of `iat` and `nbf`; a token with
+ * neither is measured from now, so it is accepted only while its `exp` is within the limit from
+ * now), an `iat` in the future, and member names repeated in the header or the claims.
+ */
+function limitExceeded(token: string, payload: JWTPayload, nowS: number, maxLifetimeS: number): string | undefined {
+  const tolerance = L.AUTH_CLOCK_TOLERANCE_S;
+  if (typeof payload.iat === "number" && payload.iat > nowS + tolerance) return '"iat" claim is in the future';
+  const starts = [payload.iat, payload.nbf].filter((value): value is number => typeof value === "number");
+  const start = starts.length > 0 ? Math.min(...starts) : nowS;
+  if ((payload.exp as number) - start > maxLifetimeS) return `the token's lifetime exceeds ${maxLifetimeS} s`;
+  const [header = "", claims = ""] = token.split(".");
+  const decode = (segment: string) => new TextDecoder().decode(base64url.decode(segment));
+  const repeated = duplicateMemberName(decode(header)) ?? duplicateMemberName(decode(claims));
+  if (repeated !== undefined) return `a member name appears twice (${JSON.stringify(repeated.slice(0, 64))})`;
+  return undefined;
 }
 
 /**
@@ -113,34 +213,37 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
  * token with every request for its lifetime, and verifying it (an HMAC or a signature, the JOSE
  * header and claims parsed again) was a seventh of the Node server's CPU per routing cycle. Only
  * successful verifications are kept, each until the token's own `exp` (no clock tolerance: the
- * cache never extends a token's life) or `maxAgeMs`, whichever comes first, so a key removed from
- * the JWKS stops being honoured within `maxAgeMs`. The oldest entry goes when the cache is full.
+ * cache never extends a token's life) or `maxAgeMs`, whichever comes first, and, with a JWKS, only
+ * while the key set it was verified under is current and within its maximum age: the cache never
+ * honours a key longer than the key set does. The oldest entry goes when the cache is full.
  */
 export class VerifiedTokens {
-  private readonly entries = new Map<string, { principal: Principal; validUntilMs: number }>();
+  private readonly entries = new Map<string, { principal: Principal; validUntilMs: number; keySetVersion: number }>();
 
   constructor(
     private readonly maxEntries: number,
     private readonly maxAgeMs: number,
     private readonly now: () => number,
+    /** Whether verifications under a key-set version still stand (src/http/jwks.ts isFresh); always, for a shared secret. */
+    private readonly keysCurrent: (version: number) => boolean = () => true,
   ) {}
 
   get(token: string): Principal | undefined {
     const entry = this.entries.get(token);
     if (!entry) return undefined;
-    if (this.now() < entry.validUntilMs) return entry.principal;
+    if (this.now() < entry.validUntilMs && this.keysCurrent(entry.keySetVersion)) return entry.principal;
     this.entries.delete(token);
     return undefined;
   }
 
-  set(token: string, principal: Principal, expiresAtMs: number): void {
+  set(token: string, principal: Principal, expiresAtMs: number, keySetVersion = 0): void {
     const validUntilMs = Math.min(expiresAtMs, this.now() + this.maxAgeMs);
     if (!(validUntilMs > this.now())) return;
     if (this.entries.size >= this.maxEntries) {
       const oldest = this.entries.keys().next();
       if (!oldest.done) this.entries.delete(oldest.value);
     }
-    this.entries.set(token, { principal, validUntilMs });
+    this.entries.set(token, { principal, validUntilMs, keySetVersion });
   }
 }
 

@@ -6,6 +6,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
 import type { Registry } from "../registry/registry.js";
+import { KeySetMetrics, type KeySetSource } from "./key-set-metrics.js";
 import { MetricRegistry } from "./prometheus.js";
 import { problemCodeOf, routeLabel } from "./request-info.js";
 
@@ -28,6 +29,8 @@ export interface MetricsOptions {
   public?: boolean;
   /** Requests refused below the app (Node's HTTP parser), by problem code, counted since start. */
   transportRefusals?: () => Record<string, number>;
+  /** The identity provider's key set, when tokens are verified against one (AUTH_JWKS_URL). */
+  keySet?: KeySetSource;
 }
 
 /** Seconds; from sub-millisecond in-process calls to the 10 s statement timeout. */
@@ -76,7 +79,11 @@ export class RegistryMetrics {
 
   private readonly fleetGauges = [this.catalogRevision, this.fleetRecords, this.fleetReplicas, this.openCircuits, this.readyCapacity, this.activeAssignments];
 
-  constructor(private readonly options: MetricsOptions = {}) {}
+  private readonly keySet: KeySetMetrics | undefined;
+
+  constructor(private readonly options: MetricsOptions = {}) {
+    this.keySet = options.keySet ? new KeySetMetrics(this.metrics, options.keySet) : undefined;
+  }
 
   /** Records every request, including error responses produced by onError. */
   middleware(): MiddlewareHandler<AppEnv> {
@@ -95,6 +102,7 @@ export class RegistryMetrics {
 
   /** The exposition text; reads the fleet status once. */
   async scrape(registry: Registry): Promise<string> {
+    this.keySet?.collect();
     for (const [code, total] of Object.entries(this.options.transportRefusals?.() ?? {})) {
       const delta = total - (this.transportSeen.get(code) ?? 0);
       if (delta > 0) this.transportRefusals.inc({ code }, delta);

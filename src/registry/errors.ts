@@ -30,6 +30,8 @@ export const PROBLEM_STATUS = {
   internal: 500,
   "replica-unavailable": 503,
   storage: 503,
+  /** The identity provider's key set cannot be fetched and the last good one is past its grace (src/http/jwks.ts). */
+  "auth-unavailable": 503,
 } as const;
 
 export type ProblemCode = keyof typeof PROBLEM_STATUS;
@@ -55,6 +57,7 @@ export const PROBLEM_TITLES: Record<ProblemCode, string> = {
   internal: "Internal error",
   "replica-unavailable": "No replica available",
   storage: "Registry storage unavailable",
+  "auth-unavailable": "Token verification unavailable",
 };
 
 /** The inverse of aip_sqlstate (functions/00_support.sql); test/db/error-codes.test.ts compares them. */

@@ -35,6 +35,10 @@ const PROBLEM_EXAMPLES: Record<ProblemCode, { detail: string } & Record<string, 
   internal: { detail: "internal error" },
   "replica-unavailable": { detail: "no ready connector replica for instance `cinst_tenant_a_crm`", instance_id: "cinst_tenant_a_crm", retry_after_ms: 1000 },
   storage: { detail: "the registry database is unavailable or failed; nothing is inferred to have committed" },
+  "auth-unavailable": {
+    detail: "bearer tokens cannot be verified right now: the identity provider's key set is unavailable; retry later",
+    retry_after_ms: 4000,
+  },
 };
 
 function problemExample(code: ProblemCode) {
@@ -62,7 +66,7 @@ const BEARER_CHALLENGE = {
 /** OpenAPI responses for the given problem codes, grouped by status. */
 export function problems(...codes: ProblemCode[]) {
   const byStatus = new Map<number, ProblemCode[]>();
-  for (const code of ["invalid", "unauthorized", "forbidden", "storage", ...codes] as ProblemCode[]) {
+  for (const code of ["invalid", "unauthorized", "forbidden", "storage", "auth-unavailable", ...codes] as ProblemCode[]) {
     const status = PROBLEM_STATUS[code];
     const list = byStatus.get(status) ?? [];
     if (!list.includes(code)) list.push(code);

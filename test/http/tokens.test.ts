@@ -221,14 +221,17 @@ describe("JWKS tokens", () => {
       res.end("{}");
     });
     jwksUrl = urlOf(server);
-    auth = createAuthenticator({ jwksUrl });
+    auth = createAuthenticator({ jwksUrl, issuer: ISSUER, audience: AUDIENCE });
   });
   afterAll(async () => {
     await new Promise((resolve) => server?.close(resolve));
     await new Promise((resolve) => rogue?.close(resolve));
   });
 
-  const claims = () => ({ scope: SCOPE, tenant_id: TENANT });
+  // JWKS mode requires an issuer and an audience (src/http/auth-settings.ts).
+  const ISSUER = "https://idp.example";
+  const AUDIENCE = "aip-registry";
+  const claims = () => ({ scope: SCOPE, tenant_id: TENANT, iss: ISSUER, aud: AUDIENCE });
   const signed = (key: CryptoKey | Uint8Array, header: Record<string, unknown>) =>
     new SignJWT(claims())
       .setProtectedHeader(header as never)
@@ -278,20 +281,22 @@ describe("JWKS tokens", () => {
     expect(rogueFetches).toBe(0);
   });
 
-  it("are refused for a wrong audience when one is configured", async () => {
-    const strict = createAuthenticator({ jwksUrl, audience: "aip-registry" });
-    const token = (aud: string) =>
-      new SignJWT({ ...claims(), aud }).setProtectedHeader({ alg: "ES256", kid: "es-1" }).setExpirationTime("10m").sign(es.privateKey);
-    expect(await catalogWith(strict, await token("aip-registry"))).toEqual({ status: 200 });
-    await expectUnauthorized(strict, await token("someone-else"), "wrong audience");
+  it("are refused for a wrong audience or issuer", async () => {
+    const token = (extra: Record<string, unknown>) =>
+      new SignJWT({ ...claims(), ...extra }).setProtectedHeader({ alg: "ES256", kid: "es-1" }).setExpirationTime("10m").sign(es.privateKey);
+    expect(await catalogWith(auth, await token({}))).toEqual({ status: 200 });
+    await expectUnauthorized(auth, await token({ aud: "someone-else" }), "wrong audience");
+    await expectUnauthorized(auth, await token({ aud: undefined }), "no audience");
+    await expectUnauthorized(auth, await token({ iss: "https://evil.example" }), "wrong issuer");
+    await expectUnauthorized(auth, await token({ iss: undefined }), "no issuer");
   });
 
-  it("answer an unreachable key set with a problem, never a 500", async () => {
+  it("answer an unreachable key set with 503 auth-unavailable, never a 401 or a 500", async () => {
     const dead = await listen(() => {});
     const url = urlOf(dead);
     await new Promise((resolve) => dead.close(resolve));
-    const unreachable = createAuthenticator({ jwksUrl: url });
+    const unreachable = createAuthenticator({ jwksUrl: url, issuer: ISSUER, audience: AUDIENCE, jwks: { log: () => {} } });
     const result = await catalogWith(unreachable, await signed(es.privateKey, { alg: "ES256", kid: "es-1" }));
-    expect([401, 503]).toContain(result.status);
+    expect(result).toEqual({ status: 503, code: "auth-unavailable" });
   });
 });
