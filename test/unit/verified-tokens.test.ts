@@ -41,3 +41,21 @@ describe("VerifiedTokens", () => {
     expect(cache.get("c")?.subject).toBe("c");
   });
 });
+
+describe("VerifiedTokens under a key set", () => {
+  it("drops a principal as soon as the key set it was verified under is no longer current", () => {
+    let current = 1;
+    const cache = new VerifiedTokens(
+      10,
+      60_000,
+      () => 0,
+      (version) => version === current,
+    );
+    cache.set("a", principal("a"), 10_000, 1);
+    expect(cache.get("a")?.subject).toBe("a");
+    current = 2;
+    expect(cache.get("a")).toBeUndefined();
+    current = 1; // gone for good: a verification under the new set must come first
+    expect(cache.get("a")).toBeUndefined();
+  });
+});

@@ -15,5 +15,6 @@ declare module "vitest" {
     pgServer: PgServerInfo;
     neonProxyUrl: string;
     workerDatabase: string;
+    jwksOrigin: string;
   }
 }
