@@ -213,10 +213,11 @@ describe("a failing identity provider", () => {
       const clock = new Clock();
       const { url, ep } = endpoint();
       ep.set({ mode: { kind: "hold" } });
-      const auth = verifier(url, clock);
+      // Waiters give up after the fetch timeout: make it longer than any busy machine needs here.
+      const auth = verifier(url, clock, { jwks: { timeoutMs: 60_000 } });
       const tokens = await Promise.all(Array.from({ length: 20 }, (_, i) => sign(i % 2 ? a : b, clock, { sub: `gw-${i}` })));
       const results = Promise.all(tokens.map((token) => outcome(auth, token)));
-      await vi.waitFor(() => expect(ep.fetches).toBe(1));
+      await vi.waitFor(() => expect(ep.fetches).toBe(1), { timeout: 30_000 });
       ep.set({ mode: answer });
       expect(new Set(await results)).toEqual(new Set([answer.kind === "ok" ? "ok" : "auth-unavailable"]));
       expect(ep.fetches).toBe(1);

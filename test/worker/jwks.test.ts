@@ -91,11 +91,12 @@ describe("a failing identity provider, in workerd", () => {
 
   it("shares one fetch among concurrent requests", async () => {
     const a = await signingKey("ES256", "a");
-    const idp = await provider([a]);
+    // Waiters give up after the fetch timeout: make it longer than any busy machine needs here.
+    const idp = await provider([a], { AUTH_JWKS_TIMEOUT_MS: "60000" });
     await idp.set({ mode: { kind: "hold" } });
     const tokens = await Promise.all(Array.from({ length: 5 }, (_, i) => signToken(a, { ...CLAIMS, sub: `gw-${i}` })));
     const answers = Promise.all(tokens.map((token) => idp.status(token)));
-    await expect.poll(() => idp.fetches()).toBe(1);
+    await expect.poll(() => idp.fetches(), { timeout: 30_000 }).toBe(1);
     await idp.set({ mode: { kind: "ok" } });
     expect((await answers).map((response) => response.status)).toEqual([200, 200, 200, 200, 200]);
     expect(await idp.fetches()).toBe(1);
