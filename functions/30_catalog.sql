@@ -144,7 +144,7 @@ $$;
 CREATE FUNCTION aip_catalog_read_revision() RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  PERFORM pg_advisory_xact_lock_shared(hashtext(current_database()), 1095323715);
+  PERFORM aip_catalog_lock_shared();
   RETURN (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);
 END
 $$;
@@ -170,7 +170,7 @@ CREATE FUNCTION aip_catalog_check_replay(p_requested bigint, p_revision bigint) 
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
   IF p_requested > p_revision AND pg_is_in_recovery() THEN
-    RAISE EXCEPTION USING ERRCODE = 'ARLAG',
+    RAISE EXCEPTION USING ERRCODE = aip_replica_behind_sqlstate(),
       MESSAGE = format('this catalog replica is at revision %s, behind the requested %s', p_revision, p_requested);
   END IF;
 END
@@ -178,10 +178,11 @@ $$;
 
 -- One bounded page. p_query: {q?, capability_id?, profile?, cursor?, limit?, max_bytes?}.
 --
--- Pages are ordered by capability ID and bounded by item count (default 100, clamped to [1, 200])
--- and by the summed canonical size of their definitions (at most 4 MiB; max_bytes asks for less).
--- A definition is at most 256 KiB (refused at admission otherwise), so a default page always
--- holds at least one; a max_bytes below the next definition is invalid.
+-- Pages are ordered by capability ID and bounded by item count (aip_catalog_page_default(),
+-- clamped to [1, aip_catalog_page_max()]) and by the summed canonical size of their definitions
+-- (at most aip_catalog_page_bytes_max(); max_bytes asks for less). A definition is at most
+-- aip_definition_bytes_max() (refused at admission otherwise), so a default page always holds at
+-- least one; a max_bytes below the next definition is invalid.
 --
 -- The cursor is "<revision>:<total>:<query fingerprint>:<last capability id>". The revision ties
 -- it to one publication (another revision: stale-cursor). Because the visible set is a function
@@ -196,11 +197,8 @@ $$;
 CREATE FUNCTION aip_catalog_query(p_mode text, p_tenant_id text, p_query jsonb, p_if_revision bigint) RETURNS json
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-  c_default_limit constant integer := 100;
-  c_max_limit constant integer := 200;
-  c_max_page_bytes constant bigint := 4194304;
   v_query jsonb := coalesce(p_query, '{}'::jsonb);
-  v_cursor text := aip_read_text(v_query, 'cursor', false, 1100);
+  v_cursor text := aip_read_text(v_query, 'cursor', false, aip_text_bytes_catalog_cursor());
   v_revision bigint := aip_catalog_read_revision();
   v_q jsonb;
   v_text text;
@@ -239,15 +237,17 @@ BEGIN
 
   v_q := v_query -> 'q';
   IF v_q IS NOT NULL AND jsonb_typeof(v_q) <> 'null' THEN
-    IF jsonb_typeof(v_q) <> 'string' OR octet_length(v_q #>> '{}') > 512 THEN
-      PERFORM aip_invalid_field('q', 'must be a string of at most 512 bytes');
+    IF jsonb_typeof(v_q) <> 'string' OR octet_length(v_q #>> '{}') > aip_text_bytes_catalog_q() THEN
+      PERFORM aip_invalid_field('q', 'must be a string of at most ' || aip_text_bytes_catalog_q() || ' bytes');
     END IF;
     v_text := nullif(lower(btrim(v_q #>> '{}')), '');
   END IF;
   v_exact := aip_read_text(v_query, 'capability_id', false);
   v_profile := aip_read_text(v_query, 'profile', false);
-  v_limit := least(greatest(coalesce(aip_read_int(v_query, 'limit', -9007199254740991, 9007199254740991, false), c_default_limit), 1), c_max_limit);
-  v_max_bytes := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, 9007199254740991, false), c_max_page_bytes), c_max_page_bytes);
+  v_limit := least(greatest(coalesce(aip_read_int(v_query, 'limit', -aip_json_integer_max(), aip_json_integer_max(), false),
+                                     aip_catalog_page_default()), 1), aip_catalog_page_max());
+  v_max_bytes := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, aip_json_integer_max(), false), aip_catalog_page_bytes_max()),
+                       aip_catalog_page_bytes_max());
   v_fingerprint := lpad(to_hex(hashtextextended(jsonb_build_array(p_mode, p_tenant_id, v_exact, v_text, v_profile)::text, 0)), 16, '0');
 
   IF v_cursor IS NOT NULL THEN

@@ -14,7 +14,7 @@ BEGIN
     WHEN 'instance' THEN SELECT aip_instance_json(i) INTO v FROM aip_connector_instances i WHERE i.instance_id = p_id;
     WHEN 'replica' THEN SELECT aip_replica_json(r) INTO v FROM aip_connector_replicas r WHERE r.replica_id = p_id;
     WHEN 'admission_policy' THEN SELECT aip_admission_policy_json(p) INTO v FROM aip_admission_policies p WHERE p.policy_ref = p_id;
-    ELSE PERFORM aip_invalid_field('kind', 'must be one of connector_type, version, instance, replica, admission_policy');
+    ELSE PERFORM aip_invalid_field('kind', 'must be one of ' || array_to_string(aip_record_kinds(), ', '));
   END CASE;
   RETURN v;
 END
@@ -27,7 +27,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '2s' AS $$
 DECLARE
-  v_limit integer := least(greatest(coalesce(p_limit, 100), 1), 1000);
+  v_limit integer := least(greatest(coalesce(p_limit, aip_bindings_page_default()), 1), aip_bindings_page_max());
   v_after_capability text := '';
   v_after_instance text := '';
   v_cursor jsonb;
