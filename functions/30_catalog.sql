@@ -176,6 +176,19 @@ BEGIN
 END
 $$;
 
+-- "Not modified" (HTTP 304), one rule for both catalog reads. p_if_revision: the revision of an
+-- answer the caller already holds for this very request, or any negative revision for "whatever
+-- answer is current" (If-None-Match: *); NULL: none. At the same revision the answer is the same
+-- (every answer is a function of the revision), so nothing but the revision is read. "Any"
+-- matches an answer that exists: p_exists, true for a page (one always exists), for a definition
+-- whether the tenant sees it.
+CREATE FUNCTION aip_catalog_not_modified(p_if_revision bigint, p_revision bigint, p_exists boolean) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN p_if_revision IS NULL THEN false
+              WHEN p_if_revision < 0 THEN coalesce(p_exists, false)
+              ELSE p_if_revision = p_revision END
+$$;
+
 -- One bounded page. p_query: {q?, capability_id?, profile?, cursor?, limit?, max_bytes?}.
 --
 -- Pages are ordered by capability ID and bounded by item count (aip_catalog_page_default(),
@@ -191,9 +204,9 @@ $$;
 -- the carried total applies; when it does not (filters changed, another tenant's cursor) the
 -- total is counted again. A forged total only misleads its forger.
 --
--- p_if_revision (a validator the caller already holds for this very request) short-circuits: at
--- that revision the answer is just {catalog_revision, not_modified: true}, after the cursor was
--- checked, and nothing is built. A negative p_if_revision matches any revision (If-None-Match: *).
+-- p_if_revision (a validator the caller already holds for this very request) short-circuits
+-- (aip_catalog_not_modified): the answer is just {catalog_revision, not_modified: true}, after the
+-- cursor was checked, and nothing is built.
 CREATE FUNCTION aip_catalog_query(p_mode text, p_tenant_id text, p_query jsonb, p_if_revision bigint) RETURNS json
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -230,7 +243,8 @@ BEGIN
                        jsonb_build_object('cursor_revision', v_parts[1]::bigint, 'catalog_revision', v_revision));
     END IF;
   END IF;
-  IF p_if_revision = v_revision OR p_if_revision < 0 THEN
+  -- A page always exists: "any" answer is current.
+  IF aip_catalog_not_modified(p_if_revision, v_revision, true) THEN
     RETURN json_build_object('catalog_revision', v_revision, 'not_modified', true);
   END IF;
   PERFORM aip_catalog_check_replay(p_if_revision, v_revision);
@@ -308,11 +322,14 @@ END
 $$;
 
 -- Entry points ------------------------------------------------------------------------------------
--- Data role: a tenant-scoped page, as its JSON text (the serving layer forwards or caches it as
--- is). Without a verified tenant the page is empty (the revision is still reported and the cursor
--- still checked). page is NULL when p_if_revision is current: "not modified".
+-- Both catalog reads answer (catalog_revision, the answer's JSON text, not_modified): the serving
+-- layer forwards or caches the text as is; the text is NULL when not_modified (the caller's
+-- validator is current, aip_catalog_not_modified) and for a definition the tenant does not see.
+
+-- Data role: a tenant-scoped page. Without a verified tenant the page is empty (the revision is
+-- still reported and the cursor still checked).
 CREATE FUNCTION aip_catalog_page(p_tenant_id text, p_query jsonb, p_if_revision bigint DEFAULT NULL,
-                                 OUT catalog_revision bigint, OUT page text)
+                                 OUT catalog_revision bigint, OUT page text, OUT not_modified boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '5s' AS $$
@@ -321,13 +338,14 @@ DECLARE
                               p_tenant_id, p_query, p_if_revision);
 BEGIN
   catalog_revision := (v ->> 'catalog_revision')::bigint;
-  page := CASE WHEN (v ->> 'not_modified')::boolean THEN NULL ELSE v::text END;
+  not_modified := (v ->> 'not_modified') IS NOT NULL;
+  page := CASE WHEN NOT not_modified THEN v::text END;
 END
 $$;
 
 -- Data role: one definition as the tenant sees it (no profile filter), as the JSON text of
 -- {catalog_revision, definition}; NULL when it is not visible, and always for a read without a
--- tenant; not_modified when p_if_revision is current (nothing is read beyond the revision).
+-- tenant.
 CREATE FUNCTION aip_catalog_get(p_tenant_id text, p_capability_id text, p_if_revision bigint DEFAULT NULL,
                                 OUT catalog_revision bigint, OUT definition text, OUT not_modified boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -335,7 +353,9 @@ SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '5s' AS $$
 BEGIN
   catalog_revision := aip_catalog_read_revision();
-  not_modified := p_if_revision IS NOT DISTINCT FROM catalog_revision;
+  -- Visible: the tenant has a live chain to it (one key lookup, made only for "any").
+  not_modified := aip_catalog_not_modified(p_if_revision, catalog_revision,
+    EXISTS (SELECT 1 FROM aip_catalog_entries e WHERE e.tenant_id = p_tenant_id AND e.capability_id = p_capability_id));
   IF not_modified THEN
     RETURN;
   END IF;

@@ -37,7 +37,10 @@ export type LifecycleRequest = z.output<typeof S.LifecycleRequest>;
 export type LifecycleResult = z.infer<typeof S.LifecycleResponse>;
 export type { CatalogText, RecordKind, ResolveResult, RouteState };
 
-/** `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`. */
+/**
+ * `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`
+ * (any negative revision: aip_catalog_not_modified).
+ */
 export const ANY_REVISION = -1;
 /** The record kinds the registry reader (aip_registry_read) serves. */
 export type ReaderKind = (typeof READER_KINDS)[number];
@@ -86,10 +89,11 @@ export class Registry {
   // Data plane ------------------------------------------------------------------------------------
   /** One catalog page as JSON text; `ifRevision` short-circuits to "not modified" at that revision. */
   catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null): Promise<CatalogText> {
-    return this.catalogRead(
-      "SELECT catalog_revision::text AS revision, page AS text, page IS NULL AS not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)",
-      [tenantId, json(query), ifRevision],
-    );
+    return this.catalogRead("SELECT catalog_revision::text AS revision, page AS text, not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)", [
+      tenantId,
+      json(query),
+      ifRevision,
+    ]);
   }
 
   /** One definition as the JSON text of {catalog_revision, definition} (null: not visible to the tenant). */
