@@ -790,6 +790,10 @@ export const Readiness = z
       .nullable()
       .optional()
       .openapi({ description: 'The data role\'s statement_timeout; "0" means statements are unbounded: set it on the login role.' }),
+    tables_intact: z.boolean().nullable().optional().openapi({
+      description:
+        "False when the registry's tables, columns or indexes differ from what the migrations made (changed by hand): the registry still serves, `aip-registry doctor` reports it.",
+    }),
   })
   .openapi("Readiness");
 export type Readiness = z.infer<typeof Readiness>;
@@ -798,6 +802,7 @@ export const SchemaStatus = z.object({
   schema_version: z.number().int().nullable(),
   functions_checksum: z.string().nullable(),
   functions_intact: z.boolean().nullable(),
+  tables_intact: z.boolean().nullable().optional(),
   catalog_revision: Revision,
   statement_timeout: z.string().optional(),
 });
