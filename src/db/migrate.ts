@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS aip_schema_tables (
 REVOKE ALL ON aip_schema_migrations, aip_schema_functions, aip_schema_tables FROM PUBLIC;
 `;
 
-const DROP_FUNCTIONS_SQL = `
+/** Drops every installed registry function (the function set is reinstalled whole). */
+export const DROP_FUNCTIONS_SQL = `
 DO $$
 DECLARE f regprocedure;
 BEGIN
