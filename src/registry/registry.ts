@@ -50,8 +50,8 @@ export interface RegistryExecutors {
   control?: SqlExecutor;
   /**
    * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. A
-   * replica that has not replayed a request's revision yet says so (REPLICA_BEHIND_SQLSTATE) and the read goes to
-   * the data executor instead.
+   * replica that has not replayed a request's revision yet says so (REPLICA_BEHIND_SQLSTATE) and
+   * the read goes to the data executor instead.
    */
   catalog?: SqlExecutor;
 }
