@@ -9,7 +9,7 @@
  *
  * It also checks that no SQL-language function is really called on a hot path: one that the
  * planner cannot inline is parsed, analyzed and planned again on every call (PostgreSQL < 18),
- * which once cost the routing cycle half its server CPU (functions/00_support.sql, aip_sha256).
+ * which once cost the routing cycle half its server CPU (functions/03_canonical_json.sql, aip_sha256).
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
