@@ -13,9 +13,11 @@
 --    once if anything but replica provisioning changed.
 --
 -- One file per record kind holds its ops (21_publish_types.sql ... 26_publish_replicas.sql), and
--- the "Know what may change" rules of the specification for its kind:
---   connector type      id, name, owner fixed                  enabled mutable
---   connector version   everything fixed                       status: admitted <-> active, any -> revoked, never back from revoked;
+-- the "Know what may change" rules of the specification for its kind. What is fixed is compared
+-- on a re-put: exactly as stored is 'unchanged', anything else a conflict naming the field. A
+-- lifecycle state moves only through its own op, never through a re-put of the record:
+--   connector type      id, name, owner fixed                  enabled: set_connector_type_enabled
+--   connector version   everything fixed                       status (set_version_status): admitted <-> active, any -> revoked, never back from revoked;
 --                                                              supply_chain_qualified: revoked and restored by operators (restoring re-checks the evidence)
 --   capability          id, contract and schema digest fixed   a conflicting contract under the same id is refused
 --   connector instance  id, type, tenant fixed                 the rest only with a newer config_revision; a rollout may not drop a bound capability

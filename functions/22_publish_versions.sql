@@ -1,7 +1,8 @@
 -- Publication of connector versions (20_publish.sql runs the batch): admission with its
 -- supply-chain evidence and manifest checks, status moves and qualification. Everything a version
--- was admitted with is fixed; status moves admitted <-> active and any -> revoked, never back
--- from revoked; qualification is revoked and restored by operators.
+-- was admitted with is fixed, its initial status included (a re-admission stating another one is
+-- a conflict); status moves through set_version_status only: admitted <-> active and any ->
+-- revoked, never back from revoked; qualification is revoked and restored by operators.
 
 CREATE FUNCTION aip_version_transition(v aip_connector_versions, p_status text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -247,7 +248,7 @@ DECLARE
   v_id text := aip_read_text(p, 'id');
   v_type_id text := aip_read_text(p, 'connector_type_id');
   v_version text := aip_read_text(p, 'version', true, aip_text_bytes_version());
-  -- Optional: a new version defaults to admitted, a re-put without status keeps the stored one.
+  -- Optional: a new version defaults to admitted; a re-put without status states nothing about it.
   v_status text := nullif(aip_read_enum(p, 'status', aip_version_statuses(), ''), '');
   v_manifest jsonb := p -> 'manifest';
   v_manifest_digest text := aip_check_digest('manifest_digest', aip_read_text(p, 'manifest_digest', true, aip_text_bytes_digest()));
@@ -373,6 +374,27 @@ BEGIN
 END
 $$;
 
+-- The first field, by its name in admit_version, in which a re-put version p differs from the
+-- stored one, or NULL when it is the same: its identity, its content (a manifest is its verified
+-- digest), then its status when p states one. Attestation and implementation claims are named
+-- down to the member that differs.
+CREATE FUNCTION aip_version_difference(v aip_connector_versions, p aip_connector_versions) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN v.type_id <> p.type_id THEN 'connector_type_id'
+    WHEN v.version <> p.version THEN 'version'
+    WHEN v.manifest_digest <> p.manifest_digest THEN 'manifest_digest'
+    WHEN v.attestation <> p.attestation THEN
+      (SELECT 'attestation.' || k FROM (SELECT jsonb_object_keys(v.attestation) UNION SELECT jsonb_object_keys(p.attestation)) x(k)
+       WHERE (v.attestation -> k) IS DISTINCT FROM (p.attestation -> k) ORDER BY k LIMIT 1)
+    WHEN v.implementation_support <> p.implementation_support THEN
+      (SELECT 'implementation_support.' || k
+       FROM (SELECT jsonb_object_keys(v.implementation_support) UNION SELECT jsonb_object_keys(p.implementation_support)) x(k)
+       WHERE (v.implementation_support -> k) IS DISTINCT FROM (p.implementation_support -> k) ORDER BY k LIMIT 1)
+    WHEN p.status IS NOT NULL AND p.status <> v.status THEN 'status'
+  END
+$$;
+
 CREATE FUNCTION aip_pub_admit_version(n jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -382,16 +404,22 @@ DECLARE
   v_existing aip_connector_versions;
   v_other text;
 BEGIN
-  -- An identical re-put is a no-op (or a status move) whatever has happened to its type since,
-  -- so the stored version is looked at first.
+  -- A re-put is compared with the stored version whatever has happened to its type since: exactly
+  -- as stored it is unchanged, anything else is a conflict naming the first field that differs.
+  -- Status included (when the put states one): it moves only through set_version_status, so a
+  -- GitOps loop re-applying a version's original admission cannot demote or revive it.
   SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v.version_id FOR UPDATE;
   IF FOUND THEN
-    -- The same admitted content: the record's status is the only thing a re-put may move (and
-    -- its qualification is the operators' since admission).
-    IF jsonb_populate_record(v_existing, n - 'status' - 'supply_chain_qualified') <> v_existing THEN
-      PERFORM aip_fail('conflict', format('connector version `%s` is immutable', v.version_id), jsonb_build_object('version_id', v.version_id));
+    v_other := aip_version_difference(v_existing, v);
+    IF v_other = 'status' THEN
+      PERFORM aip_fail('conflict', format('connector version `%s` is %s: its status moves only through set_version_status', v.version_id, v_existing.status),
+                       jsonb_build_object('version_id', v.version_id, 'field', v_other));
     END IF;
-    RETURN aip_pub_version_result(aip_version_transition(v_existing, coalesce(v.status, v_existing.status)), v.version_id);
+    IF v_other IS NOT NULL THEN
+      PERFORM aip_fail('conflict', format('connector version `%s` is immutable: its %s differs', v.version_id, v_other),
+                       jsonb_build_object('version_id', v.version_id, 'field', v_other));
+    END IF;
+    RETURN aip_pub_version_result('unchanged', v.version_id);
   END IF;
 
   SELECT * INTO v_type FROM aip_connector_types WHERE type_id = v.type_id;

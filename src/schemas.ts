@@ -163,6 +163,7 @@ export const Problem = z
     instance_id: z.string().optional(),
     tenant_id: z.string().optional(),
     capability_id: z.string().optional(),
+    field: z.string().optional().openapi({ description: "`admission` and `conflict`: the refused field, e.g. `attestation.owner` or `status`." }),
   })
   .passthrough()
   .openapi("Problem");
@@ -466,7 +467,14 @@ export const Change = z
         id: Id(),
         name: Id(TEXT_BYTES.connector_type_name),
         owner: Id(TEXT_BYTES.connector_type_owner),
-        enabled: z.boolean().optional(),
+        enabled: z
+          .boolean()
+          .optional()
+          .openapi({
+            description:
+              "A new type's initial state (default true). On a re-put, another value than the stored one is a 409 `conflict`: " +
+              "enablement moves only through `set_connector_type_enabled`.",
+          }),
       })
       .strict(),
     z.object({ op: z.literal("set_connector_type_enabled"), id: Id(), enabled: z.boolean() }).strict(),
@@ -476,7 +484,14 @@ export const Change = z
         id: Id(),
         connector_type_id: Id(),
         version: Id(TEXT_BYTES.version),
-        status: z.enum(VERSION_STATUSES).optional(),
+        status: z
+          .enum(VERSION_STATUSES)
+          .optional()
+          .openapi({
+            description:
+              "A new version's initial status (default `admitted`; never `candidate`). On a re-admission, another value than the stored " +
+              "one is a 409 `conflict`: status moves only through `set_version_status`.",
+          }),
         manifest: Manifest,
         manifest_digest: Digest,
         attestation: Attestation,
