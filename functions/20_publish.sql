@@ -116,6 +116,8 @@ DECLARE
   v_versions text[] := '{}';
   v_types text[] := '{}';
   v_report jsonb;
+  -- What a lock wait that runs out was waiting for: the catalog lock, or a record under it.
+  v_waiting text;
   v_state text;
   v_message text;
   v_detail text;
@@ -132,7 +134,9 @@ BEGIN
       v_prepared := v_prepared || aip_pub_prepare(v_change);
     END LOOP;
     v_index := -1;
+    v_waiting := 'catalog';
     v_revision := aip_catalog_revision_exclusive();
+    v_waiting := 'record';
     FOREACH v_change IN ARRAY v_prepared LOOP
       v_index := v_index + 1;
       v_result := aip_pub_apply(v_change);
@@ -165,6 +169,15 @@ BEGIN
     WHEN SQLSTATE 'ARDRY' THEN
       GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
       RETURN v_detail::json;
+    WHEN lock_not_available OR deadlock_detected THEN
+      -- Contention, not failure: the publication lock held past lock_timeout by catalog reads and
+      -- new routes (or another publication), or a record a concurrent publication holds.
+      PERFORM aip_fail('busy',
+        CASE v_waiting
+          WHEN 'catalog' THEN 'the catalog publication lock stayed busy (catalog reads, new routes or another publication); nothing was published, retry'
+          ELSE format('changes[%s] waited too long for a record a concurrent publication holds; nothing was published, retry', v_index) END,
+        jsonb_build_object('retry_after_ms', aip_retry_after_later_ms())
+        || CASE WHEN v_waiting = 'record' THEN jsonb_build_object('change_index', v_index) ELSE '{}'::jsonb END);
     WHEN OTHERS THEN
       -- Name the failing change; everything before it is rolled back with the statement.
       GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;

@@ -21,7 +21,7 @@ GRANT EXECUTE ON FUNCTION
   aip_admin_get(text, text),
   aip_admin_bindings(text, text, integer),
   aip_admin_catalog_page(text, boolean, jsonb),
-  aip_operator_replica_lifecycle(text, text, jsonb),
+  aip_operator_replica_lifecycle(text, text, jsonb, boolean),
   aip_check_invariants(),
   aip_schema_status()
 TO aip_registry_control;
@@ -33,7 +33,7 @@ GRANT EXECUTE ON FUNCTION
   aip_resolve_route(text, text, text, jsonb),
   aip_get_route(text, text),
   aip_settle_route(text, text, jsonb, text),
-  aip_host_replica_lifecycle(text, text, jsonb, text),
+  aip_host_replica_lifecycle(text, text, jsonb, text, boolean),
   aip_registry_read(text, text, text, text),
   aip_expire_leases(integer),
   aip_fleet_status(),

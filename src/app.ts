@@ -60,6 +60,12 @@ export interface AppOptions {
   /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
   onLease?: LeaseListener;
   /**
+   * ALLOW_REGISTRATION_WITHOUT_EVIDENCE: accept a replica registration that states none of the
+   * evidence of what its host runs (default false: every registration must prove it). A
+   * migration setting for hosts that predate the check.
+   */
+  allowRegistrationWithoutEvidence?: boolean;
+  /**
    * Where the /docs page loads Swagger UI from: `bundled` (default) from this server, which serves
    * the installed package's files (Node); `cdn` from the pinned jsDelivr URLs (the Worker).
    */
@@ -100,7 +106,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerOpsRoutes(app, registry);
   registerCatalogRoutes(app, new CatalogServer(registry, options.catalog));
   registerRoutingRoutes(app, registry);
-  registerReplicaRoutes(app, registry, options.onLease);
+  registerReplicaRoutes(app, registry, {
+    onLease: options.onLease,
+    lifecycle: { evidenceOptional: options.allowRegistrationWithoutEvidence ?? false },
+  });
   registerReaderRoutes(app, registry);
   registerAdminRoutes(app, registry);
   registerFleetRoutes(app, registry, options.onLease);

@@ -329,6 +329,7 @@ export async function startServer(
         }
       : {}),
     ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
+    allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
   });
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
   maintenance?.start();

@@ -15,6 +15,7 @@ import {
   JSON_DEPTH_MAX,
   JSON_INTEGER_MAX,
   LEASE_TTL_MS,
+  MANIFEST_CAPABILITIES,
   PUBLICATION_CHANGES,
   type PageBound,
   REPLICA_CAPACITY,
@@ -394,9 +395,30 @@ export const LifecycleRequest = z
       .max(LEASE_TTL_MS.max)
       .optional()
       .openapi({ description: `Lease length, counted from the database clock; default ${LEASE_TTL_MS.default}. Ignored by offline.` }),
+    // Registration evidence: what the host runs, proven at register (and stated by register only).
+    artifact_digest: Digest.optional().openapi({
+      description: "register: the digest of the artifact the host runs; must be the replica's admitted version's `attestation.artifact_digest`.",
+    }),
+    manifest_digest: Digest.optional().openapi({ description: "register: the digest of the manifest the host loaded; must be the admitted version's." }),
+    config_revision: Revision.optional().openapi({
+      description: "register: the `config_revision` of the instance configuration the host loaded; must be the instance's current one.",
+    }),
+    capability_count: z
+      .number()
+      .int()
+      .min(0)
+      .max(MANIFEST_CAPABILITIES.max)
+      .optional()
+      .openapi({ description: "register: how many capabilities the host serves; must be the admitted manifest's count." }),
   })
   .strict()
-  .openapi("LifecycleRequest", { example: { request_id: "msg_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", previous_sequence: 3, lease_ttl_ms: 30000 } });
+  .openapi("LifecycleRequest", {
+    description:
+      "`register` must state `artifact_digest`, `manifest_digest`, `config_revision` and `capability_count`, which must equal the replica's " +
+      "admitted version and its instance (else 422 `admission` naming the `field`; only with ALLOW_REGISTRATION_WITHOUT_EVIDENCE may it " +
+      "state none of them); heartbeat, drain and offline state none of them (400).",
+    example: { request_id: "msg_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", previous_sequence: 3, lease_ttl_ms: 30000 },
+  });
 
 export const LifecycleResponse = z
   .object({

@@ -71,6 +71,7 @@ export interface WorkerEnv {
   CATALOG_CACHE?: string;
   CATALOG_MAX_STALENESS_MS?: string;
   LEASE_MAINTENANCE_INTERVAL_MS?: string;
+  ALLOW_REGISTRATION_WITHOUT_EVIDENCE?: string;
   NEON_HTTP_TIMEOUT_MS?: string;
   LEASE_CLOCK?: ClockNamespace;
 }
@@ -104,6 +105,7 @@ const WorkerConfigSchema = ConfigSchema.pick({
   CATALOG_DATABASE_URL: true,
   CATALOG_MAX_STALENESS_MS: true,
   LEASE_MAINTENANCE_INTERVAL_MS: true,
+  ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,
 })
   .extend({
     NEON_TRANSPORT: z
@@ -184,6 +186,7 @@ class WorkerRuntime implements ClockHost {
         confirmed: this.confirmedRevision,
       },
       ...(this.notifier ? { onLease: this.notifier.notify } : {}),
+      allowRegistrationWithoutEvidence: this.config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
       // The Swagger UI files would triple the bundle: /docs loads them, pinned, from the CDN.
       docsAssets: "cdn",
     });

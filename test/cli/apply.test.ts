@@ -74,6 +74,28 @@ describe("apply", () => {
     expect(await revision()).toBe(1);
   });
 
+  it("prints the register body a replica's host sends, which the registry accepts as proof of what it runs", async () => {
+    const replicaId = "crepl_tenant_b_crm_use1b";
+    const printed = await runCli(["registration", "-f", "examples/fleet.yaml", replicaId, "--request-id", "msg_cli_registration_1"], { env: cleanEnv() });
+    expect(printed.code, printed.stderr).toBe(0);
+    const body = JSON.parse(printed.stdout);
+    expect(body).toEqual({
+      request_id: "msg_cli_registration_1",
+      artifact_digest: "sha256:2bf565e2bdbcf616014f760dce098fd240801387d7dfe3d934ab8ae3e47e88ff",
+      manifest_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+      config_revision: 1,
+      capability_count: 1,
+    });
+    const stored = (await db.registry.adminGet("version", "cver_crm_1_4_0")) as Record<string, unknown>;
+    expect(body.manifest_digest).toBe(stored.manifest_digest);
+    const registered = await db.registry.replicaLifecycle(replicaId, "register", body, "service:crm-use1b.tenant-b");
+    expect(registered).toMatchObject({ replica_id: replicaId, status: "ready" });
+
+    const unknown = await runCli(["registration", "-f", "examples/fleet.yaml", "crepl_nowhere"], { env: cleanEnv() });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("provisions no replica `crepl_nowhere`");
+  });
+
   it("turns a status or enabled flag changed in the file into its lifecycle operation, and re-applying that file is a no-op", async () => {
     const path = await variant("lifecycle.yaml", (text) =>
       text

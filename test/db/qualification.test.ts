@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, hostPrincipal, replica, requestId, version } from "../support/fleet.js";
+import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
 import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, refused, type RoutingFleet } from "../support/routing-fleet.js";
@@ -86,7 +86,10 @@ describe("revoking qualification", () => {
       instances: [{ name: "i", replicas: [{ name: "r", register: false }] }],
     });
     await db.registry.publish([qualify(fleet.versionId, false)]);
-    const error = await refused(db.registry.replicaLifecycle(fleet.replica.r!, "register", { request_id: requestId() }, hostPrincipal(fleet.replica.r!)));
+    const evidence = await registrationEvidence(db.registry, fleet.replica.r!);
+    const error = await refused(
+      db.registry.replicaLifecycle(fleet.replica.r!, "register", { request_id: requestId(), ...evidence }, hostPrincipal(fleet.replica.r!)),
+    );
     expect(error.code).toBe("admission");
   });
 

@@ -21,7 +21,7 @@ const CONTROL_FUNCTIONS = [
   "aip_admin_catalog_page(text,boolean,jsonb)",
   "aip_admin_get(text,text)",
   "aip_check_invariants()",
-  "aip_operator_replica_lifecycle(text,text,jsonb)",
+  "aip_operator_replica_lifecycle(text,text,jsonb,boolean)",
   "aip_publish(jsonb,boolean)",
   "aip_schema_status()",
 ];
@@ -34,7 +34,7 @@ const DATA_FUNCTIONS = [
   "aip_fleet_regions(integer)",
   "aip_fleet_status()",
   "aip_get_route(text,text)",
-  "aip_host_replica_lifecycle(text,text,jsonb,text)",
+  "aip_host_replica_lifecycle(text,text,jsonb,text,boolean)",
   "aip_registry_read(text,text,text,text)",
   "aip_resolve_route(text,text,text,jsonb)",
   "aip_schema_status()",

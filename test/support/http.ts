@@ -32,7 +32,7 @@ export interface TestApi {
  */
 export function createTestApi(
   registry: Registry,
-  options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number; catalog?: CatalogServingOptions } = {},
+  options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number; catalog?: CatalogServingOptions; allowRegistrationWithoutEvidence?: boolean } = {},
 ): TestApi {
   const app = createApp({
     registry,
