@@ -151,10 +151,8 @@ async function benchServer(server: Server, target: string, options: Options, res
       );
     }
     if (options.suites.has("publication")) {
-      log("publication (routing while large versions are published)");
-      await attempt(results, "publication", () =>
-        runPublication(recorder, db, layout, { target, concurrency: 16, durationMs: Math.max(options.phaseMs, 8000), log }),
-      );
+      log("publication (resolves and catalog reads while large versions are published)");
+      await attempt(results, "publication", () => runPublication(recorder, db, layout, { target, durationMs: Math.max(options.phaseMs, 8000), log }));
     }
     const writesAfter = await db.withOwner((s) => tableWrites((q) => s.query(q)));
     results.tableWrites.push(...writesBetween(writesBefore, writesAfter).map((w) => ({ target, ...w })));
