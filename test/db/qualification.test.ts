@@ -129,10 +129,11 @@ describe("restoring qualification", () => {
 
     // Evidence that is well-formed but does not include this registry's SDK version.
     await db.owner.query(
-      `UPDATE aip_connector_versions
+      `UPDATE aip_connector_versions v
        SET attestation = attestation || jsonb_build_object('sdk_version_requirement', '^2.0',
-                                                          'schema_bundle_digest', aip_schema_bundle_digest(manifest -> 'capabilities', aip_canonical_schemas(manifest -> 'capabilities')))
-       WHERE version_id = 'cver_qual_old'`,
+                                                          'schema_bundle_digest', aip_schema_bundle_digest(m.manifest -> 'capabilities', aip_canonical_schemas(m.manifest -> 'capabilities')))
+       FROM aip_manifests m
+       WHERE v.version_id = 'cver_qual_old' AND m.manifest_digest = v.manifest_digest`,
     );
     const sdk = await refusal(db.registry.publish([qualify("cver_qual_old", true)]));
     expect(sdk.extensions).toMatchObject({ field: "attestation.sdk_version_requirement" });
