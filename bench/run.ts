@@ -52,7 +52,8 @@ async function benchServer(server: Server, target: string, options: Options, res
   const poolFor = (concurrency: number) => Math.min(concurrency, maxPool);
   log(`\n== ${server.label}: data pool up to ${maxPool} connections (server budget ${budget})`);
 
-  const db = await freshDatabase(server, "aip_bench");
+  // BENCH_DATABASE_NAME: another name, so that two runs on one server cannot drop each other's database.
+  const db = await freshDatabase(server, process.env.BENCH_DATABASE_NAME ?? "aip_bench");
   try {
     const seed = await db.withOwner((session) => seedFleet(session, REFERENCE_SCALE));
     results.seeds.push({ target, seed });
