@@ -51,7 +51,7 @@ manifests AS (
   SELECT t, 'ctype_bench_' || lpad(t::text, 4, '0') AS type_id,
          '{"agent":{"id":"service:ctype_bench_' || lpad(t::text, 4, '0') || '","kind":"service"},"capabilities":['
            || b.caps || '],"manifest_version":"1.0","profiles":["aip.native.http.v1"]}' AS canonical
-  FROM generate_series(0, ${l.types - 1}) t JOIN blocks b ON b.block = t % 10)
+  FROM generate_series(0, ${l.types - 1}) t JOIN blocks b ON b.block = t % 10),
 stored AS (
   INSERT INTO aip_manifests (manifest_digest, manifest)
   SELECT aip_sha256(canonical), canonical::jsonb FROM manifests)
