@@ -121,7 +121,8 @@ DECLARE
   v_versions text[] := '{}';
   v_types text[] := '{}';
   v_report jsonb;
-  -- What a lock wait that runs out was waiting for: the catalog lock, or a record under it.
+  -- What a lock wait that runs out was waiting for: a content row another publication is storing,
+  -- the catalog lock, or a record under it.
   v_waiting text;
   v_state text;
   v_message text;
@@ -181,12 +182,12 @@ BEGIN
       RETURN v_detail::json;
     WHEN lock_not_available OR deadlock_detected THEN
       -- Contention, not failure: the publication lock held past lock_timeout by catalog reads and
-      -- new routes (or another publication), or a record a concurrent publication holds.
+      -- new routes (or another publication), or a row concurrent work holds.
       PERFORM aip_fail('busy',
         CASE v_waiting
           WHEN 'catalog' THEN 'the catalog publication lock stayed busy (catalog reads, new routes or another publication); nothing was published, retry'
           WHEN 'content' THEN 'a concurrent publication is storing the same manifest or capability definition; nothing was published, retry'
-          ELSE format('changes[%s] waited too long for a record a concurrent publication holds; nothing was published, retry', v_index) END,
+          ELSE format('changes[%s] waited too long for a record held by concurrent work (a replica busy with routing, or another publication); nothing was published, retry', v_index) END,
         jsonb_build_object('retry_after_ms', aip_retry_after_later_ms())
         || CASE WHEN v_waiting = 'record' THEN jsonb_build_object('change_index', v_index) ELSE '{}'::jsonb END);
     WHEN OTHERS THEN
