@@ -28,7 +28,7 @@ import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
-import { installTransport } from "./node/transport.js";
+import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
 import { jsonLines } from "./observability/access-log.js";
 import { Registry } from "./registry/registry.js";
 
@@ -104,7 +104,7 @@ async function listen(config: Config): Promise<{ server: Server; port: number; s
   let listener: RequestListener | undefined;
   let ready: () => void = () => {};
   const opened = new Promise<void>((resolve) => (ready = resolve));
-  const server = createServer((req, res) => {
+  const server = createServer(TRANSPORT_SERVER_OPTIONS, (req, res) => {
     if (listener) return listener(req, res);
     void opened.then(() => listener?.(req, res));
   });
