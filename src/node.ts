@@ -30,6 +30,7 @@ import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } 
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
 import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
 import { jsonLines } from "./observability/access-log.js";
+import { nodeMetrics } from "./observability/node-metrics.js";
 import { Registry } from "./registry/registry.js";
 
 export interface RunningServer {
@@ -318,7 +319,7 @@ export async function startServer(
       sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
     },
     ...(accessLog ? { log: accessLog } : {}),
-    ...(config.METRICS ? { metrics: { pools: database.pools, public: config.METRICS_PUBLIC, transportRefusals: transport.refusals } } : {}),
+    ...(config.METRICS ? { metrics: nodeMetrics(config, { pools: database.pools, transportRefusals: transport.refusals, maintenance }) } : {}),
     ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
   });
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));

@@ -15,6 +15,7 @@ import type { CatalogOutcome, CatalogServer, Defer } from "../catalog/serve.js";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { CATALOG_PAGE, CATALOG_PAGE_BYTES } from "../limits.js";
+import { CATALOG_CACHE_HEADER } from "../observability/request-info.js";
 import { RegistryError } from "../registry/errors.js";
 import { CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
 import { bearer, json, pathId, problems } from "./common.js";
@@ -47,7 +48,7 @@ function deferOf(c: Context<AppEnv>): Defer {
 }
 
 function respond(c: Context<AppEnv>, outcome: CatalogOutcome, notFound: () => RegistryError) {
-  c.header("aip-catalog-cache", outcome.cache);
+  c.header(CATALOG_CACHE_HEADER, outcome.cache);
   if (outcome.status === 404) throw notFound();
   c.header("etag", outcome.etag);
   c.header("cache-control", "private, no-cache");

@@ -290,6 +290,11 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     expect(errors).toHaveLength(2);
     expect(errors.every((e) => e instanceof RegistryError && e.code === "forbidden")).toBe(true);
     expect(cycles).toEqual([{ expired: 2, released: 0, batches: 1, next_deadline: null }]);
+    // What /metrics reports: every run, the failed ones, and what the good one did, when.
+    const { lastSuccessAt, ...counts } = timer.stats;
+    expect(counts).toEqual({ runs: 3, failures: 2, expired: 2, released: 0 });
+    expect(lastSuccessAt).toBeGreaterThan(retry);
+    expect(lastSuccessAt).toBeLessThanOrEqual(clock.t);
     for (const id of replicas) expect((await replicaRow(db, id)).status).toBe("offline");
     // Nothing live after the recovery: no timer; stopped means stopped.
     expect(timer.nextCycleAt).toBeNull();
