@@ -40,7 +40,8 @@ export const ConfigSchema = z.object({
   /**
    * `all` (default): control and data plane; migrates on start (MIGRATE_ON_START).
    * `data-plane`: no control credentials or pool, no migration: verifies the schema that the
-   * control plane installed and answers every /v1/admin/* call with 403.
+   * control plane installed and answers publications and admin reads with 403 (only the
+   * read-only invariant checker, GET /v1/admin/invariants, runs as the data role).
    */
   REGISTRY_MODE: z
     .enum(["all", "data-plane"])

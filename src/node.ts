@@ -199,7 +199,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
   const catalog = catalogPool ? { catalog: pgExecutor(catalogPool) } : {};
   const catalogUsage = (): PoolUsage[] => (catalogPool ? [usage(catalogPool, "catalog")] : []);
   if (config.REGISTRY_MODE === "data-plane") {
-    // No control credentials, no control pool: /v1/admin/* is 403 (Registry refuses control calls).
+    // No control credentials, no control pool: publications and admin reads are 403 (Registry refuses control calls).
     return {
       registry: new Registry({ data, ...catalog }),
       label: "PostgreSQL, data plane only",
