@@ -40,6 +40,8 @@ export interface RunningServer {
   config: Config;
   /** Lease maintenance (absent with LEASE_MAINTENANCE_INTERVAL_MS=0). */
   maintenance: MaintenanceTimer | undefined;
+  /** The database pools' usage now (none on the embedded database). */
+  pools: () => PoolUsage[];
   close(): Promise<void>;
 }
 
@@ -336,6 +338,7 @@ export async function startServer(
     registry,
     config,
     maintenance,
+    pools: open.pools,
     close: () =>
       (closing ??= (async () => {
         await maintenance?.stop();

@@ -98,10 +98,13 @@ const accessLines = () =>
     })
     .filter((entry) => entry.msg === "request");
 
-async function waitForLine(requestId: unknown) {
-  for (let i = 0; i < 100 && !accessLines().some((e) => e.request_id === requestId); i++) await new Promise((r) => setTimeout(r, 20));
-  return accessLines().find((e) => e.request_id === requestId);
+/** Waits for a condition on the access log (the app writes a line after its response, so it can trail the client's read). */
+async function waitFor<T>(found: () => T | undefined): Promise<T | undefined> {
+  for (const deadline = Date.now() + 20_000; found() === undefined && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 20));
+  return found();
 }
+
+const waitForLine = (requestId: unknown) => waitFor(() => accessLines().find((e) => e.request_id === requestId));
 
 it("answers a malformed chunked body with problem+json and logs a 400 malformed-request, not a 500", async () => {
   const token = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["registry:admin"] });
@@ -153,7 +156,7 @@ it("logs a client that leaves in the middle of its body as client-closed (499), 
     );
     expect(raw).toBe("");
   }
-  for (let i = 0; i < 100 && accessLines().length < before + 2; i++) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => (accessLines().length >= before + 2 ? true : undefined));
   const lines = accessLines().slice(before);
   expect(lines.map((e) => [e.route, e.status, e.code])).toEqual([
     ["/v1/admin/publications", 499, "client-closed"],
