@@ -84,6 +84,8 @@ export const ConfigSchema = z.object({
    * second statement for its answer. Off: exactly one statement per catalog request.
    */
   CATALOG_SHARED_REVISION_CHECK: flag(false),
+  /** Node: compress answers for clients that accept it (brotli, gzip); off behind a proxy that compresses. */
+  COMPRESSION: flag(true),
   ACCESS_LOG: flag(true),
   /** Serve Prometheus metrics at /metrics (scrapes need a fleet:read token unless METRICS_PUBLIC). */
   METRICS: flag(true),

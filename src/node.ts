@@ -27,6 +27,7 @@ import { authenticatorFrom } from "./http/auth.js";
 import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
+import { nodeCompressor } from "./node/compression.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
 import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
 import { jsonLines } from "./observability/access-log.js";
@@ -315,6 +316,7 @@ export async function startServer(
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
     transportFailure: transport.transportFailure,
+    ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
     catalog: {
       ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
       maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
