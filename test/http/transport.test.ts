@@ -218,8 +218,16 @@ describe("pipelined requests: a refusal never takes the place of an earlier requ
   });
 });
 
+/** aip_http_transport_refusals_total{code} as /metrics reports it now. */
+async function refusalsCounted(code: string): Promise<number> {
+  const token = await mintToken(TEST_SECRET, { subject: "prometheus", scopes: ["fleet:read"] });
+  const text = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
+  return Number(new RegExp(`^aip_http_transport_refusals_total\\{code="${code}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? 0);
+}
+
 describe("messages refused before the app", () => {
   it("answers an HTTP/1.1 request without Host with a problem, a request id, a log line and a count", async () => {
+    const before = await refusalsCounted("malformed-request");
     const answers = parseAll(await exchange(["GET /healthz HTTP/1.1\r\n\r\n"]));
     expect(answers).toHaveLength(1);
     const [answer] = answers as [RawAnswer];
@@ -230,6 +238,7 @@ describe("messages refused before the app", () => {
     expect(answer.body.detail).toContain("Host");
     expect(answer.headers["x-request-id"]).toBe(answer.body.request_id);
     expect(await waitForLine(answer.body.request_id)).toMatchObject({ method: "GET", status: 400, code: "malformed-request", route: "unmatched" });
+    expect(await refusalsCounted("malformed-request")).toBe(before + 1);
     // HTTP/1.0 needs no Host: served.
     expect(parseAll(await exchange(["GET /healthz HTTP/1.0\r\n\r\n"])).map((a) => a.status)).toEqual([200]);
   });
@@ -244,6 +253,7 @@ describe("messages refused before the app", () => {
     ["GET", "Transfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n"],
     ["HEAD", "Content-Length: 100000000\r\n\r\n0123456789"],
   ])("refuses a %s that declares a body (%#) with 413 and closes the connection without reading it", async (method, framing) => {
+    const before = await refusalsCounted("payload-too-large");
     const raw = await exchange([`${method} /healthz HTTP/1.1\r\nHost: registry\r\n${framing}`]);
     const [statusLine = "", ...rest] = raw.split("\r\n");
     expect(statusLine).toBe("HTTP/1.1 413 Payload Too Large");
@@ -253,6 +263,7 @@ describe("messages refused before the app", () => {
     const requestId = headers.find((h) => h.startsWith("x-request-id: "))?.slice("x-request-id: ".length);
     expect(await waitForLine(requestId)).toMatchObject({ method, status: 413, code: "payload-too-large", route: "unmatched" });
     if (method === "GET") expect(parseAll(raw)[0]?.body).toMatchObject({ code: "payload-too-large", request_id: requestId });
+    expect(await refusalsCounted("payload-too-large")).toBe(before + 1);
   });
 
   it("still serves a GET with an empty body", async () => {
