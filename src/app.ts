@@ -12,6 +12,7 @@ import { requestId } from "hono/request-id";
 import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
 import { allowedMethodsOf } from "./http/allowed-methods.js";
+import { compressAnswers, type Compressor } from "./http/compression.js";
 import { authenticate } from "./http/guards.js";
 import { registerDashboardRoute } from "./dashboard/route.js";
 import type { LeaseListener } from "./lease-events.js";
@@ -60,6 +61,12 @@ export interface AppOptions {
   /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
   onLease?: LeaseListener;
   /**
+   * Compress answers for clients that accept it (the Node server; a Worker leaves it to
+   * Cloudflare): catalog answers once per cached answer, the OpenAPI document once per process,
+   * other potentially large answers per answer (src/http/compression.ts).
+   */
+  compressor?: Compressor;
+  /**
    * Where the /docs page loads Swagger UI from: `bundled` (default) from this server, which serves
    * the installed package's files (Node); `cdn` from the pinned jsDelivr URLs (the Worker).
    */
@@ -96,9 +103,14 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const dataBodyLimit = limitBodies(options.bodyLimitBytes ?? BODY_LIMIT_BYTES.default);
   for (const area of ["catalog", "routes", "replicas", "registry", "fleet"]) app.use(`/v1/${area}/*`, dataBodyLimit);
   app.use("/v1/*", authenticate(options.authenticator));
+  if (options.compressor) {
+    // Only where an answer can be large: the data plane's hot answers are always small.
+    const compress = compressAnswers(options.compressor);
+    for (const path of ["/v1/admin/*", "/v1/registry/*", "/v1/fleet/regions", "/metrics"]) app.use(path, compress);
+  }
 
-  registerOpsRoutes(app, registry);
-  registerCatalogRoutes(app, new CatalogServer(registry, options.catalog));
+  registerOpsRoutes(app, registry, options.compressor);
+  registerCatalogRoutes(app, new CatalogServer(registry, { ...options.catalog, ...(options.compressor ? { compressor: options.compressor } : {}) }));
   registerRoutingRoutes(app, registry);
   registerReplicaRoutes(app, registry, options.onLease);
   registerReaderRoutes(app, registry);

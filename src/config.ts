@@ -55,7 +55,8 @@ export const ConfigSchema = z.object({
   /**
    * `all` (default): control and data plane; migrates on start (MIGRATE_ON_START).
    * `data-plane`: no control credentials or pool, no migration: verifies the schema that the
-   * control plane installed and answers every /v1/admin/* call with 403.
+   * control plane installed and answers publications and admin reads with 403 (only the
+   * read-only invariant checker, GET /v1/admin/invariants, runs as the data role).
    */
   REGISTRY_MODE: z
     .enum(["all", "data-plane"])
@@ -98,6 +99,8 @@ export const ConfigSchema = z.object({
    * second statement for its answer. Off: exactly one statement per catalog request.
    */
   CATALOG_SHARED_REVISION_CHECK: flag(false),
+  /** Node: compress answers for clients that accept it (brotli, gzip); off behind a proxy that compresses. */
+  COMPRESSION: flag(true),
   ACCESS_LOG: flag(true),
   /** Serve Prometheus metrics at /metrics (scrapes need a fleet:read token unless METRICS_PUBLIC). */
   METRICS: flag(true),

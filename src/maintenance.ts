@@ -56,6 +56,19 @@ export async function runLeaseMaintenance(registry: Registry, bounds: Maintenanc
   return cycle;
 }
 
+/** What a runtime's lease maintenance has done since it started, for /metrics. */
+export interface MaintenanceStats {
+  /** Cycles run, whether they succeeded or failed. */
+  runs: number;
+  /** Cycles that failed (each is retried after a backoff). */
+  failures: number;
+  /** Replicas whose lease ended that cycles marked offline, and the routes they released. */
+  expired: number;
+  released: number;
+  /** When the last cycle that succeeded ended (epoch ms, this timer's clock), or null. */
+  lastSuccessAt: number | null;
+}
+
 /** When the next cycle is due (epoch ms; null: none), and how many cycles in a row found a stuck backlog. */
 export interface NextCycle {
   at: number | null;

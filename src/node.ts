@@ -27,9 +27,11 @@ import { authenticatorFrom } from "./http/auth.js";
 import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
+import { nodeCompressor } from "./node/compression.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
-import { installTransport } from "./node/transport.js";
+import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
 import { jsonLines } from "./observability/access-log.js";
+import { nodeMetrics } from "./observability/node-metrics.js";
 import { Registry } from "./registry/registry.js";
 
 export interface RunningServer {
@@ -39,6 +41,8 @@ export interface RunningServer {
   config: Config;
   /** Lease maintenance (absent with LEASE_MAINTENANCE_INTERVAL_MS=0). */
   maintenance: MaintenanceTimer | undefined;
+  /** The database pools' usage now (none on the embedded database). */
+  pools: () => PoolUsage[];
   close(): Promise<void>;
 }
 
@@ -104,7 +108,7 @@ async function listen(config: Config): Promise<{ server: Server; port: number; s
   let listener: RequestListener | undefined;
   let ready: () => void = () => {};
   const opened = new Promise<void>((resolve) => (ready = resolve));
-  const server = createServer((req, res) => {
+  const server = createServer(TRANSPORT_SERVER_OPTIONS, (req, res) => {
     if (listener) return listener(req, res);
     void opened.then(() => listener?.(req, res));
   });
@@ -198,7 +202,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
   const catalog = catalogPool ? { catalog: pgExecutor(catalogPool) } : {};
   const catalogUsage = (): PoolUsage[] => (catalogPool ? [usage(catalogPool, "catalog")] : []);
   if (config.REGISTRY_MODE === "data-plane") {
-    // No control credentials, no control pool: /v1/admin/* is 403 (Registry refuses control calls).
+    // No control credentials, no control pool: publications and admin reads are 403 (Registry refuses control calls).
     return {
       registry: new Registry({ data, ...catalog }),
       label: "PostgreSQL, data plane only",
@@ -312,6 +316,7 @@ export async function startServer(
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
     transportFailure: transport.transportFailure,
+    ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
     catalog: {
       ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
       maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
@@ -320,12 +325,12 @@ export async function startServer(
     ...(accessLog ? { log: accessLog } : {}),
     ...(config.METRICS
       ? {
-          metrics: {
+          metrics: nodeMetrics(config, {
             pools: database.pools,
-            public: config.METRICS_PUBLIC,
             transportRefusals: transport.refusals,
+            maintenance,
             ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
-          },
+          }),
         }
       : {}),
     ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
@@ -344,6 +349,7 @@ export async function startServer(
     registry,
     config,
     maintenance,
+    pools: open.pools,
     close: () =>
       (closing ??= (async () => {
         await maintenance?.stop();

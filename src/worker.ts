@@ -4,7 +4,8 @@
  * Bindings (wrangler vars and secrets; see wrangler.toml and docs/deploy.md):
  * - DATABASE_URL (secret): the data role. Required.
  * - CONTROL_DATABASE_URL (secret): the control role, for /v1/admin/*. Without it the Worker
- *   serves the data plane only and /v1/admin/* answers 403 `forbidden`.
+ *   serves the data plane only: publications and admin reads answer 403 `forbidden` (the
+ *   invariant checker, GET /v1/admin/invariants, runs as the data role).
  * - AUTH_HS256_SECRET (secret) or AUTH_JWKS_URL with AUTH_AUDIENCE and AUTH_ISSUER (or
  *   AUTH_ALLOW_ANY_ISSUER=true), and the other AUTH_* settings of src/config.ts: the same rules as
  *   the Node server (src/http/auth-settings.ts); a configuration they refuse answers every request

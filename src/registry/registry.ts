@@ -82,6 +82,7 @@ export class Registry {
     return this.control("aip_admin_catalog_page($1::text, $2::boolean, $3::jsonb)", [tenantId, unbound, json(query)]);
   }
 
+  /** Read-only, granted to both roles: runs on the data executor when there is no control one (data-plane deployments). */
   checkInvariants(): Promise<InvariantReport> {
     return this.call(this.executors.control ?? this.executors.data, "aip_check_invariants()", []);
   }

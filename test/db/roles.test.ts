@@ -251,6 +251,43 @@ describe("a data-plane-only registry (no control credentials)", () => {
     expect((await api.call("GET", "/v1/admin/connector-types/ctype_t", { token: await api.adminToken() })).status).toBe(403);
   });
 
+  it("answers every /v1/admin/* operation 403 but the invariant checker, which the data role runs (what `doctor` asks)", async () => {
+    const api = createTestApi(dataOnly());
+    const token = await api.adminToken();
+    // One well-formed request per admin operation; a new operation must be added here, and so decided.
+    const requests: Record<string, [string, unknown?]> = {
+      "POST /v1/admin/publications": ["/v1/admin/publications", { changes: [connectorType("ctype_roles_every")] }],
+      "GET /v1/admin/bindings": ["/v1/admin/bindings?tenant_id=tenant-a"],
+      "GET /v1/admin/catalog/capabilities": ["/v1/admin/catalog/capabilities?unbound=true"],
+      "GET /v1/admin/invariants": ["/v1/admin/invariants"],
+      "GET /v1/admin/:kind/:id": ["/v1/admin/connector-types/ctype_t"],
+    };
+    const operations = [...new Set(api.app.routes.filter((r) => r.path.startsWith("/v1/admin/") && r.method !== "ALL").map((r) => `${r.method} ${r.path}`))];
+    expect(operations.sort()).toEqual(Object.keys(requests).sort());
+    const before = await registryState(db.owner);
+    const statuses: Record<string, number> = {};
+    for (const [operation, [path, body]] of Object.entries(requests)) {
+      statuses[operation] = (await api.call(operation.split(" ")[0] as string, path, { token, ...(body ? { body } : {}) })).status;
+    }
+    expect(statuses).toEqual({
+      "POST /v1/admin/publications": 403,
+      "GET /v1/admin/bindings": 403,
+      "GET /v1/admin/catalog/capabilities": 403,
+      "GET /v1/admin/invariants": 200,
+      "GET /v1/admin/:kind/:id": 403,
+    });
+    expect(await registryState(db.owner)).toEqual(before);
+  });
+
+  it("is documented as it behaves: the invariant checker is the one admin operation a data-plane deployment serves", async () => {
+    const { readFile } = await import("node:fs/promises");
+    for (const file of ["README.md", "docs/deploy.md", "src/config.ts", "src/worker.ts", "wrangler.toml"]) {
+      const text = await readFile(new URL(`../../${file}`, import.meta.url), "utf8");
+      expect(text, file).not.toMatch(/every `?\/v1\/admin\/\*`?/);
+      expect(text, file).toContain("/v1/admin/invariants");
+    }
+  });
+
   it("still serves the data plane", async () => {
     const registry = dataOnly();
     expect((await registry.resolveRoute("act_roles_dataonly", "tenant-a", "cap:t.search")).outcome).toBe("created");

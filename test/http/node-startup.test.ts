@@ -101,7 +101,7 @@ describe("REGISTRY_MODE=data-plane", () => {
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
 
-  it("serves the data plane with the data role alone, holds no control pool and answers /v1/admin/* with 403", async () => {
+  it("serves the data plane with the data role alone, holds no control pool and answers publications and admin reads with 403", async () => {
     const node = await start({ REGISTRY_MODE: "data-plane", DATABASE_URL: db.dataUrl, AUTH_HS256_SECRET: TEST_SECRET, METRICS_PUBLIC: "true" });
     const adminToken = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["registry:admin", "fleet:read"] });
     const tenantToken = await mintToken(TEST_SECRET, { subject: "gw", tenantId: "tenant-a", scopes: ["catalog:read"] });
@@ -114,6 +114,9 @@ describe("REGISTRY_MODE=data-plane", () => {
     expect(await publish.json()).toMatchObject({ code: "forbidden", detail: expect.stringContaining("data plane only") });
     const read = await fetch(`${node.url}/v1/admin/connector-types/ctype_startup`, { headers: { authorization: `Bearer ${adminToken}` } });
     expect(read.status).toBe(403);
+    // The one admin operation the data role may run: the invariant checker (what `doctor` asks).
+    const invariants = await fetch(`${node.url}/v1/admin/invariants`, { headers: { authorization: `Bearer ${adminToken}` } });
+    expect(invariants.status).toBe(200);
 
     const catalog = await fetch(`${node.url}/v1/catalog/capabilities`, { headers: { authorization: `Bearer ${tenantToken}` } });
     expect(catalog.status).toBe(200);

@@ -6,6 +6,7 @@ import { createApp } from "../../src/app.js";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { CatalogServingOptions } from "../../src/catalog/serve.js";
 import { createAuthenticator, type Scope } from "../../src/http/auth.js";
+import type { Compressor } from "../../src/http/compression.js";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Registry } from "../../src/registry/registry.js";
 import { hostPrincipal } from "./fleet.js";
@@ -32,7 +33,7 @@ export interface TestApi {
  */
 export function createTestApi(
   registry: Registry,
-  options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number; catalog?: CatalogServingOptions } = {},
+  options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number; catalog?: CatalogServingOptions; compressor?: Compressor } = {},
 ): TestApi {
   const app = createApp({
     registry,
