@@ -18,6 +18,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     WHEN 'conflict' THEN 'AR409'
     WHEN 'stale-cursor' THEN 'AR4S9'
     WHEN 'fence-lost' THEN 'AR4F9'
+    WHEN 'route-expired' THEN 'AR410'
     WHEN 'admission' THEN 'AR422'
     WHEN 'capacity-exceeded' THEN 'AR429'
     WHEN 'replica-unavailable' THEN 'AR503'
