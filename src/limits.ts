@@ -62,6 +62,26 @@ export const LEASE_EXPIRY_MAX_BATCHES: RangeBound = { default: 8, min: 1, max: 1
 /** The shortest pause between two lease maintenance cycles (LEASE_MAINTENANCE_INTERVAL_MS; 0 = off). */
 export const LEASE_MAINTENANCE_INTERVAL_MS: RangeBound = { default: 1000, min: 0, max: 3_600_000 };
 
+/**
+ * The route evidence window (ROUTE_RETENTION_DAYS): a released route is kept this many days after
+ * its last settlement, then route retention removes it (functions/82_retention.sql,
+ * aip_remove_settled_routes, which refuses a window below a day). 0 keeps every route forever.
+ * README, "Route retention", gives the reasons for the default.
+ */
+export const ROUTE_RETENTION_DAYS: RangeBound = { default: 30, min: 0, max: 36_500 };
+
+/** Routes per retention batch (`POST /v1/fleet/route-retention?limit=`, the CLI's `routes prune`): aip_remove_settled_routes. */
+export const ROUTE_RETENTION_BATCH: RangeBound = { default: 500, min: 1, max: 10_000 };
+
+/**
+ * The shortest pause between two retention runs of one process once it has caught up (src/route-retention.ts):
+ * a route is removed within about this long after its window ends, while maintenance cycles run.
+ */
+export const ROUTE_RETENTION_PAUSE_MS = 15 * 60_000;
+
+/** Routes per export page (`GET /v1/admin/routes`, the CLI's `routes export`): aip_admin_routes_page. */
+export const ROUTES_EXPORT_PAGE: PageBound = { default: 1000, max: 1000 };
+
 /** A replica lease's length (`lease_ttl_ms`): aip_host_replica_lifecycle (functions/70_replicas.sql). */
 export const LEASE_TTL_MS: RangeBound = { default: 30_000, min: 1000, max: 300_000 };
 

@@ -11,7 +11,8 @@
  * earliest one, so together they cover every live lease; concurrent cycles take disjoint batches.
  */
 import type { Registry } from "./registry/registry.js";
-import { backoff, planNextCycle, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
+import { backoff, planNextCycle, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
+import type { RetentionSchedule } from "./route-retention.js";
 
 /** Time and timers, injectable so tests can drive a simulated clock. */
 export interface MaintenanceClock {
@@ -55,6 +56,8 @@ export function createMaintenanceTimer(
     /** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS), > 0. */
     minIntervalMs: number;
     bounds?: MaintenanceBounds;
+    /** Route retention, run within these cycles (src/route-retention.ts); none: routes are kept. */
+    retention?: RetentionSchedule;
     clock?: MaintenanceClock;
     onError?: (error: unknown) => void;
     onCycle?: (cycle: MaintenanceCycle) => void;
@@ -88,7 +91,7 @@ export function createMaintenanceTimer(
     running = (async () => {
       let next: number | null;
       try {
-        const result = await runLeaseMaintenance(registry, options.bounds);
+        const result = await runMaintenanceCycle(registry, options.bounds, options.retention, clock.now);
         failures = 0;
         const planned = planNextCycle(result, clock.now(), minIntervalMs, stalled);
         stalled = planned.stalled;
