@@ -375,9 +375,11 @@ export const routeAssignments = pgTable(
     // Lease maintenance and the invariant checker look up a replica's reserved routes.
     index("aip_route_assignments_reserved_idx").on(t.replicaId).where(sql`reserved`),
     // Route retention removes released routes oldest settlement first, and the export pages
-    // through them in the same order (functions/82_retention.sql). Partial: a settlement adds one
-    // entry, a resolve or reacquisition none (docs/scaling.md has the measured cost).
-    index("aip_route_assignments_settled_idx").on(t.settledAt).where(sql`NOT reserved`),
+    // through them in (settled_at, action_id) order, which stays one index range per page even
+    // when a lease-expiry batch settled thousands of routes at one instant (functions/82_retention.sql).
+    // Partial: a settlement adds one entry, a resolve or reacquisition none (docs/scaling.md has
+    // the measured cost).
+    index("aip_route_assignments_settled_idx").on(t.settledAt, t.actionId).where(sql`NOT reserved`),
     check(
       "aip_route_assignments_last_settlement",
       sql`${t.lastSettlement} IS NULL OR ${t.lastSettlement} IN ('completed', 'outcome_unknown', 'cancelled', 'lease_expired')`,

@@ -76,20 +76,22 @@ $$;
 CREATE FUNCTION aip_remove_routes_settled_before(p_cutoff timestamptz, p_limit integer) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
+  v_doomed text[];
   v_removed integer;
   v_latest timestamptz;
 BEGIN
   -- FOR UPDATE re-checks both conditions on the latest committed version of each row (a route a
   -- reacquisition reserved again is not taken); SKIP LOCKED leaves one being reserved right now.
-  WITH doomed AS (
-    SELECT a.action_id FROM aip_route_assignments a
-    WHERE NOT a.reserved AND a.settled_at < p_cutoff
-    ORDER BY a.settled_at
-    LIMIT p_limit
-    FOR UPDATE SKIP LOCKED),
-  removed AS (
-    DELETE FROM aip_route_assignments a USING doomed d
-    WHERE a.action_id = d.action_id
+  -- The rows stay locked until commit; they are then removed by key.
+  SELECT coalesce(array_agg(d.action_id), '{}') INTO v_doomed
+  FROM (SELECT a.action_id FROM aip_route_assignments a
+        WHERE NOT a.reserved AND a.settled_at < p_cutoff
+        ORDER BY a.settled_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED) d;
+  WITH removed AS (
+    DELETE FROM aip_route_assignments a
+    WHERE a.action_id = ANY (v_doomed)
     RETURNING a.settled_at)
   SELECT count(*)::integer, max(r.settled_at) INTO v_removed, v_latest FROM removed r;
   IF v_removed > 0 THEN
@@ -165,7 +167,9 @@ DECLARE
   v_from timestamptz := coalesce(p_settled_after, '-infinity');
   v_cursor jsonb;
   v_after_at timestamptz;
-  v_after_action text;
+  -- Keyset: routes after (v_from, v_after_action); '' sorts before every action ID, so without a
+  -- cursor the range starts at the lower bound itself, inclusive.
+  v_after_action text := '';
   v_items json[] := '{}';
   a aip_route_assignments;
   v_last aip_route_assignments;
@@ -192,13 +196,17 @@ BEGIN
     IF v_after_at IS NULL OR NOT isfinite(v_after_at) THEN
       PERFORM aip_invalid_field('cursor', 'is malformed');
     END IF;
-    -- The index range starts at the cursor's settlement time; equal times are ordered by action.
-    v_from := greatest(v_from, v_after_at);
+    IF v_after_at >= v_from THEN
+      v_from := v_after_at;
+    ELSE
+      v_after_action := '';
+    END IF;
   END IF;
+  -- One range of the settled index: from the cursor (or the lower bound) to the upper bound.
   FOR a IN
     SELECT * FROM aip_route_assignments x
-    WHERE NOT x.reserved AND x.settled_at >= v_from AND x.settled_at < v_before
-      AND (v_after_at IS NULL OR x.settled_at > v_after_at OR x.action_id > v_after_action)
+    WHERE NOT x.reserved AND x.settled_at < v_before
+      AND (x.settled_at, x.action_id) > (v_from, v_after_action)
     ORDER BY x.settled_at, x.action_id
     LIMIT v_limit + 1
   LOOP
