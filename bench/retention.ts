@@ -492,7 +492,8 @@ async function sizes(c: Candidate) {
     const { rows: perIndex } = await owner.query<{ name: string; bytes: string }>(`
       SELECT CASE WHEN x.indisprimary THEN 'primary key'
                   ELSE (SELECT amname FROM pg_am WHERE oid = i.relam) || ' ' ||
-                       (SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.attrelid = t.relid AND a.attnum = ANY (x.indkey)) END AS name,
+                       (SELECT string_agg(a.attname, ',' ORDER BY k.n) FROM unnest(x.indkey) WITH ORDINALITY k(attnum, n)
+                        JOIN pg_attribute a ON a.attrelid = t.relid AND a.attnum = k.attnum) END AS name,
              sum(pg_relation_size(i.oid)) AS bytes
       FROM (SELECT relid FROM pg_partition_tree('aip_route_assignments') WHERE isleaf
             UNION SELECT 'aip_route_assignments'::regclass WHERE (SELECT relkind FROM pg_class WHERE oid = 'aip_route_assignments'::regclass) = 'r') t
