@@ -1,9 +1,12 @@
 /**
  * Before/after measurement of a candidate schema or function change, robust to a noisy machine:
  *
- *   npx tsx bench/ab.ts bench/candidates/<name>.sql [--workload=cycle|resolve|hot|noisy]
+ *   npx tsx bench/ab.ts bench/candidates/<name>.sql [--workload=cycle|resolve|hot|noisy|serial|publish-version|toggle-type]
  *     [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4] [--replicas=10000] [--tenants=N]
+ *   npx tsx bench/ab.ts --functions-at=<commit> [--workload=...]
  *
+ * With --functions-at, A runs the whole function set (functions/) as committed at <commit> and B
+ * the current one: a before/after of a change to the functions themselves, candidate or not.
  * Two databases get the same seeded fleet (plus the contention fleets for `hot` and `noisy`);
  * the candidate SQL is applied to B only, as the owner (the way the owner of functions/ or
  * drizzle/ would ship it). The workload then alternates A, B, B, A, A, B ... so that load from
@@ -14,7 +17,9 @@
  * `hot`: cycles on one instance with two replicas; `noisy`: a tenant at its limit (128 in flight
  * over 32 connections) beside a quiet tenant (4 over 4), whose figures are the ones compared;
  * `serial`: cycles one at a time on one session, comparing the server CPU per cycle (the figure
- * least moved by other load on the machine).
+ * least moved by other load on the machine); `publish-version`: publications of a small version
+ * (a new type and a two-capability version), one at a time; `toggle-type`: publications that
+ * disable or enable one of the reference fleet's types, whose live chains are evaluated again.
  *
  * A candidate records the digests of the production functions it replaces (bench/lib/candidate-base.ts)
  * and is refused once one of them changed in functions/. After writing or refreshing a candidate
@@ -27,11 +32,13 @@
 import { execFileSync } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
+import { DROP_FUNCTIONS_SQL } from "../src/db/migrate.js";
 import { RegistryError } from "../src/registry/errors.js";
 import type { Registry } from "../src/registry/registry.js";
 import { baseProblem, functionDigests, readFunctionSources, stamp } from "./lib/candidate-base.js";
 import type { Layout } from "./lib/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
+import { connectorType, version } from "../test/support/fleet.js";
 import { observe, tableWrites, writesBetween } from "./lib/observe.js";
 import { seedFleet } from "./lib/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
@@ -40,14 +47,20 @@ import { backendCpuMs } from "./workloads/cost.js";
 import { resolveNew, settle, warmUp } from "./workloads/routing.js";
 
 const args = new Map(
-  process.argv.slice(3).map((arg) => {
-    const [key, value] = arg.replace(/^--/, "").split("=");
-    return [key as string, value ?? "true"];
-  }),
+  process.argv
+    .slice(2)
+    .filter((arg) => arg.startsWith("--"))
+    .map((arg) => {
+      const [key, value] = arg.replace(/^--/, "").split("=");
+      return [key as string, value ?? "true"];
+    }),
 );
-const candidate = process.argv[2];
-if (!candidate)
-  throw new Error("usage: npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve|hot|noisy] [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4]");
+const candidate = process.argv.slice(2).find((arg) => !arg.startsWith("--"));
+const functionsAt = args.get("functions-at");
+if (!candidate === !functionsAt)
+  throw new Error(
+    "usage: npx tsx bench/ab.ts <candidate.sql> | --functions-at=<commit> [--workload=cycle|resolve|hot|noisy|serial|publish-version|toggle-type] [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4]",
+  );
 const workload = args.get("workload") ?? "cycle";
 const concurrency = Number(args.get("concurrency") ?? 16);
 const pool = Number(args.get("pool") ?? Math.min(concurrency, 64));
@@ -94,6 +107,7 @@ function operation(registry: Registry, layout: Layout): () => Promise<void> {
 async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
   if (workload === "noisy") return noisyRound(db);
   if (workload === "serial") return serialRound(db, layout);
+  if (workload === "publish-version" || workload === "toggle-type") return publicationRound(db);
   const handle = await db.registry(pool);
   try {
     await warmUp(handle.registry, layout, pool);
@@ -120,6 +134,38 @@ async function serialRound(db: BenchDatabase, layout: Layout): Promise<Result> {
     const cpu1 = await backendCpuMs(pid);
     const cpu = cpu0 !== null && cpu1 !== null ? (cpu1 - cpu0) / measurement.ops : NaN;
     return { ...measurement, waits: {}, extra: `server CPU ${cpu.toFixed(2)} ms/op` };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Publications made so far on each side: every new version needs new IDs, every toggle a change. */
+const publications = new Map<string, number>();
+/** A type of the reference fleet (bench/lib/seed.ts): its instances' live chains are evaluated again on each toggle. */
+const TOGGLED_TYPE = "ctype_bench_0001";
+
+/** Publications one at a time (they serialize on the catalog lock anyway), timed without building the change. */
+async function publicationRound(db: BenchDatabase): Promise<Result> {
+  const handle = await db.registry(1);
+  try {
+    const next = () => {
+      const n = publications.get(db.name) ?? 0;
+      publications.set(db.name, n + 1);
+      return n;
+    };
+    const change = async (n: number) =>
+      workload === "toggle-type"
+        ? [{ op: "set_connector_type_enabled", id: TOGGLED_TYPE, enabled: n % 2 === 1 }]
+        : [connectorType(`ctype_ab_${n}`), await version(`cver_ab_${n}`, `ctype_ab_${n}`, [`cap:ab.${n}.a`, `cap:ab.${n}.b`])];
+    const op = async () => {
+      const changes = await change(next());
+      const started = performance.now();
+      const result = await handle.registry.publish(changes);
+      if (result.changed === 0) throw new Error("the publication changed nothing");
+      return performance.now() - started;
+    };
+    await closedLoop({ concurrency: 1, durationMs: 500 }, op);
+    return { ...(await closedLoop({ concurrency: 1, durationMs: seconds * 1000 }, op)), waits: {} };
   } finally {
     await handle.close();
   }
@@ -162,14 +208,24 @@ function functionSources(commit?: string): string[] {
 }
 
 async function main() {
-  const sql = await readFile(candidate as string, "utf8");
-  if (args.has("stamp")) {
-    await writeFile(candidate as string, stamp(sql, functionDigests(functionSources(args.get("at") === "true" ? undefined : args.get("at")))));
-    console.log(`${candidate}: base digests recorded`);
-    return;
+  // What each side runs besides the functions the fresh database was migrated with.
+  let apply: Partial<Record<"A" | "B", string>>;
+  let label: string;
+  if (functionsAt) {
+    apply = { A: [DROP_FUNCTIONS_SQL, ...functionSources(functionsAt)].join("\n") };
+    label = `functions/ at ${functionsAt} (A) and in the working tree (B)`;
+  } else {
+    const sql = await readFile(candidate as string, "utf8");
+    if (args.has("stamp")) {
+      await writeFile(candidate as string, stamp(sql, functionDigests(functionSources(args.get("at") === "true" ? undefined : args.get("at")))));
+      console.log(`${candidate}: base digests recorded`);
+      return;
+    }
+    const problem = baseProblem(sql, functionDigests(functionSources()));
+    if (problem) throw new Error(`refusing ${candidate}: ${problem}`);
+    apply = { B: sql };
+    label = candidate as string;
   }
-  const problem = baseProblem(sql, functionDigests(functionSources()));
-  if (problem) throw new Error(`refusing ${candidate}: ${problem}`);
   const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
   const sides: Record<"A" | "B", BenchDatabase> = {
     A: await freshDatabase(server, "aip_bench_ab_a"),
@@ -183,13 +239,21 @@ async function main() {
         await publishContentionFleets(publisher.registry).finally(() => publisher.close());
       }
     }
-    await sides.B.withOwner((s) => s.exec(sql));
+    for (const name of ["A", "B"] as const) {
+      const sql = apply[name];
+      if (sql) await sides[name].withOwner((s) => s.exec(sql));
+    }
     await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => s.exec("ANALYZE"))));
     const layout = { ...seeds[0]!.layout, ...(tenants ? { tenants } : {}) };
     const before = { A: await sides.A.withOwner((s) => tableWrites((q) => s.query(q))), B: await sides.B.withOwner((s) => tableWrites((q) => s.query(q))) };
     const results: Record<"A" | "B", Result[]> = { A: [], B: [] };
-    const shape = workload === "noisy" ? "quiet tenant (4 over 4) beside a noisy one (128 over 32)" : `concurrency ${concurrency} over ${pool} connections`;
-    console.log(`${candidate}: ${workload}, ${shape}, ${rounds} x ${seconds} s per side, alternating`);
+    const shape =
+      workload === "noisy"
+        ? "quiet tenant (4 over 4) beside a noisy one (128 over 32)"
+        : ["serial", "publish-version", "toggle-type"].includes(workload)
+          ? "one at a time"
+          : `concurrency ${concurrency} over ${pool} connections`;
+    console.log(`${label}: ${workload}, ${shape}, ${rounds} x ${seconds} s per side, alternating`);
     for (let r = 0; r < rounds; r++) {
       for (const name of (r % 2 === 0 ? ["A", "B"] : ["B", "A"]) as ("A" | "B")[]) {
         const m = await round(sides[name], layout);

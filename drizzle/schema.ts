@@ -13,12 +13,30 @@
  *   that precision makes a route read back byte-identical for the settlement fence check.
  */
 import { sql } from "drizzle-orm";
-import { bigint, boolean, check, foreignKey, index, integer, json, jsonb, pgTable, primaryKey, text, timestamp, unique } from "drizzle-orm/pg-core";
+import {
+  type AnyPgColumn,
+  bigint,
+  boolean,
+  check,
+  foreignKey,
+  index,
+  integer,
+  json,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+} from "drizzle-orm/pg-core";
+import { INSTANCE_STATUSES, REPLICA_STATUSES, SETTLEMENT_OUTCOMES, STORED_VERSION_STATUSES } from "../src/vocabulary.js";
 
 const ms = (name: string) => timestamp(name, { withTimezone: true, precision: 3, mode: "string" });
 const revision = (name: string) => bigint(name, { mode: "number" });
 const createdAt = () => ms("created_at").notNull().default(sql`now()`);
 const updatedAt = () => ms("updated_at").notNull().default(sql`now()`);
+/** `column IN ('a', 'b', ...)`: a check constraint on one of the registry's enumerations (src/vocabulary.ts). */
+const oneOf = (column: AnyPgColumn, values: readonly string[]) => sql`${column} IN (${sql.raw(values.map((value) => `'${value}'`).join(", "))})`;
 
 /** The monotonic catalog revision: one row, advanced once per publication that changed the catalog. */
 export const catalogRevision = pgTable(
@@ -66,7 +84,7 @@ export const connectorVersions = pgTable(
   (t) => [
     unique("aip_connector_versions_artifact_digest_key").on(t.artifactDigest),
     unique("aip_connector_versions_type_version_key").on(t.typeId, t.version),
-    check("aip_connector_versions_status", sql`${t.status} IN ('admitted', 'active', 'revoked')`),
+    check("aip_connector_versions_status", oneOf(t.status, STORED_VERSION_STATUSES)),
   ],
 );
 
@@ -141,7 +159,7 @@ export const connectorInstances = pgTable(
     index("aip_connector_instances_tenant_idx").on(t.tenantId, t.instanceId),
     index("aip_connector_instances_version_idx").on(t.versionId),
     index("aip_connector_instances_type_idx").on(t.typeId),
-    check("aip_connector_instances_status", sql`${t.status} IN ('enabled', 'disabled')`),
+    check("aip_connector_instances_status", oneOf(t.status, INSTANCE_STATUSES)),
     check("aip_connector_instances_config_revision", sql`${t.configRevision} >= 0`),
   ],
 );
@@ -201,8 +219,9 @@ export const capabilityBindings = pgTable(
  * The live binding chains, one row per enabled binding whose whole chain holds (instance of the
  * same tenant and enabled, its current version active and supply-chain qualified, an enabled
  * type, the version implementing the capability). Derived state: publication maintains it in
- * the same transaction as the change (functions/20_publish.sql, aip_refresh_catalog_entries), so
- * it is exactly as consistent as the catalog revision. A tenant's catalog page and total are
+ * the same transaction as the change (aip_publish through aip_refresh_catalog_entries,
+ * functions/30_catalog.sql), so it is exactly as consistent as the catalog revision. A tenant's
+ * catalog page and total are
  * then one range of the primary key, and a new route's candidate bindings one key lookup.
  * (The profile filter stays at read time, through the version.)
  */
@@ -289,7 +308,7 @@ export const connectorReplicas = pgTable(
     index("aip_connector_replicas_peer_idx").on(t.peerPrincipalId),
     // Lease maintenance finds expired live replicas without scanning the fleet.
     index("aip_connector_replicas_lease_idx").on(t.leaseExpiresAt, t.replicaId).where(sql`status <> 'offline'`),
-    check("aip_connector_replicas_status", sql`${t.status} IN ('ready', 'draining', 'offline')`),
+    check("aip_connector_replicas_status", oneOf(t.status, REPLICA_STATUSES)),
     check("aip_connector_replicas_capacity", sql`${t.capacity} > 0`),
     check("aip_connector_replicas_active", sql`${t.activeAssignments} >= 0 AND ${t.activeAssignments} <= ${t.capacity}`),
     check("aip_connector_replicas_failures", sql`${t.consecutiveFailures} >= 0`),
@@ -380,10 +399,7 @@ export const routeAssignments = pgTable(
     // Partial: a settlement adds one entry, a resolve or reacquisition none (docs/scaling.md has
     // the measured cost).
     index("aip_route_assignments_settled_idx").on(t.settledAt, t.actionId).where(sql`NOT reserved`),
-    check(
-      "aip_route_assignments_last_settlement",
-      sql`${t.lastSettlement} IS NULL OR ${t.lastSettlement} IN ('completed', 'outcome_unknown', 'cancelled', 'lease_expired')`,
-    ),
+    check("aip_route_assignments_last_settlement", sql`${t.lastSettlement} IS NULL OR ${oneOf(t.lastSettlement, SETTLEMENT_OUTCOMES)}`),
   ],
 );
 

@@ -144,7 +144,7 @@ $$;
 CREATE FUNCTION aip_catalog_read_revision() RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  PERFORM pg_advisory_xact_lock_shared(hashtext(current_database()), 1095323715);
+  PERFORM aip_catalog_lock_shared();
   RETURN (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);
 END
 $$;
@@ -170,18 +170,32 @@ CREATE FUNCTION aip_catalog_check_replay(p_requested bigint, p_revision bigint) 
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
   IF p_requested > p_revision AND pg_is_in_recovery() THEN
-    RAISE EXCEPTION USING ERRCODE = 'ARLAG',
+    RAISE EXCEPTION USING ERRCODE = aip_replica_behind_sqlstate(),
       MESSAGE = format('this catalog replica is at revision %s, behind the requested %s', p_revision, p_requested);
   END IF;
 END
 $$;
 
+-- "Not modified" (HTTP 304), one rule for both catalog reads. p_if_revision: the revision of an
+-- answer the caller already holds for this very request, or any negative revision for "whatever
+-- answer is current" (If-None-Match: *); NULL: none. At the same revision the answer is the same
+-- (every answer is a function of the revision), so nothing but the revision is read. "Any"
+-- matches an answer that exists: p_exists, true for a page (one always exists), for a definition
+-- whether the tenant sees it.
+CREATE FUNCTION aip_catalog_not_modified(p_if_revision bigint, p_revision bigint, p_exists boolean) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN p_if_revision IS NULL THEN false
+              WHEN p_if_revision < 0 THEN coalesce(p_exists, false)
+              ELSE p_if_revision = p_revision END
+$$;
+
 -- One bounded page. p_query: {q?, capability_id?, profile?, cursor?, limit?, max_bytes?}.
 --
--- Pages are ordered by capability ID and bounded by item count (default 100, clamped to [1, 200])
--- and by the summed canonical size of their definitions (at most 4 MiB; max_bytes asks for less).
--- A definition is at most 256 KiB (refused at admission otherwise), so a default page always
--- holds at least one; a max_bytes below the next definition is invalid.
+-- Pages are ordered by capability ID and bounded by item count (aip_catalog_page_default(),
+-- clamped to [1, aip_catalog_page_max()]) and by the summed canonical size of their definitions
+-- (at most aip_catalog_page_bytes_max(); max_bytes asks for less). A definition is at most
+-- aip_definition_bytes_max() (refused at admission otherwise), so a default page always holds at
+-- least one; a max_bytes below the next definition is invalid.
 --
 -- The cursor is "<revision>:<total>:<query fingerprint>:<last capability id>". The revision ties
 -- it to one publication (another revision: stale-cursor). Because the visible set is a function
@@ -190,17 +204,14 @@ $$;
 -- the carried total applies; when it does not (filters changed, another tenant's cursor) the
 -- total is counted again. A forged total only misleads its forger.
 --
--- p_if_revision (a validator the caller already holds for this very request) short-circuits: at
--- that revision the answer is just {catalog_revision, not_modified: true}, after the cursor was
--- checked, and nothing is built. A negative p_if_revision matches any revision (If-None-Match: *).
+-- p_if_revision (a validator the caller already holds for this very request) short-circuits
+-- (aip_catalog_not_modified): the answer is just {catalog_revision, not_modified: true}, after the
+-- cursor was checked, and nothing is built.
 CREATE FUNCTION aip_catalog_query(p_mode text, p_tenant_id text, p_query jsonb, p_if_revision bigint) RETURNS json
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-  c_default_limit constant integer := 100;
-  c_max_limit constant integer := 200;
-  c_max_page_bytes constant bigint := 4194304;
   v_query jsonb := coalesce(p_query, '{}'::jsonb);
-  v_cursor text := aip_read_text(v_query, 'cursor', false, 1100);
+  v_cursor text := aip_read_text(v_query, 'cursor', false, aip_text_bytes_catalog_cursor());
   v_revision bigint := aip_catalog_read_revision();
   v_q jsonb;
   v_text text;
@@ -232,22 +243,25 @@ BEGIN
                        jsonb_build_object('cursor_revision', v_parts[1]::bigint, 'catalog_revision', v_revision));
     END IF;
   END IF;
-  IF p_if_revision = v_revision OR p_if_revision < 0 THEN
+  -- A page always exists: "any" answer is current.
+  IF aip_catalog_not_modified(p_if_revision, v_revision, true) THEN
     RETURN json_build_object('catalog_revision', v_revision, 'not_modified', true);
   END IF;
   PERFORM aip_catalog_check_replay(p_if_revision, v_revision);
 
   v_q := v_query -> 'q';
   IF v_q IS NOT NULL AND jsonb_typeof(v_q) <> 'null' THEN
-    IF jsonb_typeof(v_q) <> 'string' OR octet_length(v_q #>> '{}') > 512 THEN
-      PERFORM aip_invalid_field('q', 'must be a string of at most 512 bytes');
+    IF jsonb_typeof(v_q) <> 'string' OR octet_length(v_q #>> '{}') > aip_text_bytes_catalog_q() THEN
+      PERFORM aip_invalid_field('q', 'must be a string of at most ' || aip_text_bytes_catalog_q() || ' bytes');
     END IF;
     v_text := nullif(lower(btrim(v_q #>> '{}')), '');
   END IF;
   v_exact := aip_read_text(v_query, 'capability_id', false);
   v_profile := aip_read_text(v_query, 'profile', false);
-  v_limit := least(greatest(coalesce(aip_read_int(v_query, 'limit', -9007199254740991, 9007199254740991, false), c_default_limit), 1), c_max_limit);
-  v_max_bytes := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, 9007199254740991, false), c_max_page_bytes), c_max_page_bytes);
+  v_limit := least(greatest(coalesce(aip_read_int(v_query, 'limit', -aip_json_integer_max(), aip_json_integer_max(), false),
+                                     aip_catalog_page_default()), 1), aip_catalog_page_max());
+  v_max_bytes := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, aip_json_integer_max(), false), aip_catalog_page_bytes_max()),
+                       aip_catalog_page_bytes_max());
   v_fingerprint := lpad(to_hex(hashtextextended(jsonb_build_array(p_mode, p_tenant_id, v_exact, v_text, v_profile)::text, 0)), 16, '0');
 
   IF v_cursor IS NOT NULL THEN
@@ -308,11 +322,14 @@ END
 $$;
 
 -- Entry points ------------------------------------------------------------------------------------
--- Data role: a tenant-scoped page, as its JSON text (the serving layer forwards or caches it as
--- is). Without a verified tenant the page is empty (the revision is still reported and the cursor
--- still checked). page is NULL when p_if_revision is current: "not modified".
+-- Both catalog reads answer (catalog_revision, the answer's JSON text, not_modified): the serving
+-- layer forwards or caches the text as is; the text is NULL when not_modified (the caller's
+-- validator is current, aip_catalog_not_modified) and for a definition the tenant does not see.
+
+-- Data role: a tenant-scoped page. Without a verified tenant the page is empty (the revision is
+-- still reported and the cursor still checked).
 CREATE FUNCTION aip_catalog_page(p_tenant_id text, p_query jsonb, p_if_revision bigint DEFAULT NULL,
-                                 OUT catalog_revision bigint, OUT page text)
+                                 OUT catalog_revision bigint, OUT page text, OUT not_modified boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '5s' AS $$
@@ -321,13 +338,14 @@ DECLARE
                               p_tenant_id, p_query, p_if_revision);
 BEGIN
   catalog_revision := (v ->> 'catalog_revision')::bigint;
-  page := CASE WHEN (v ->> 'not_modified')::boolean THEN NULL ELSE v::text END;
+  not_modified := (v ->> 'not_modified') IS NOT NULL;
+  page := CASE WHEN NOT not_modified THEN v::text END;
 END
 $$;
 
 -- Data role: one definition as the tenant sees it (no profile filter), as the JSON text of
 -- {catalog_revision, definition}; NULL when it is not visible, and always for a read without a
--- tenant; not_modified when p_if_revision is current (nothing is read beyond the revision).
+-- tenant.
 CREATE FUNCTION aip_catalog_get(p_tenant_id text, p_capability_id text, p_if_revision bigint DEFAULT NULL,
                                 OUT catalog_revision bigint, OUT definition text, OUT not_modified boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -335,7 +353,9 @@ SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '5s' AS $$
 BEGIN
   catalog_revision := aip_catalog_read_revision();
-  not_modified := p_if_revision IS NOT DISTINCT FROM catalog_revision;
+  -- Visible: the tenant has a live chain to it (one key lookup, made only for "any").
+  not_modified := aip_catalog_not_modified(p_if_revision, catalog_revision,
+    EXISTS (SELECT 1 FROM aip_catalog_entries e WHERE e.tenant_id = p_tenant_id AND e.capability_id = p_capability_id));
   IF not_modified THEN
     RETURN;
   END IF;

@@ -17,22 +17,23 @@ $$;
 
 -- The admission policy a new route through a live chain pins (e: its aip_catalog_entries row):
 -- the binding's, or for a binding without quota_policy_ref the implicit default, the reference's
--- "fleet" preset (global and connector-type counters stay off because each would serialize every
--- tenant on one row). A missing policy is not-found, a disabled one is refused (admission).
+-- "fleet" preset (DEFAULT_ADMISSION_POLICY, src/limits.ts: global and connector-type counters
+-- stay off because each would serialize every tenant on one row). A missing policy is not-found,
+-- a disabled one is refused (admission).
 CREATE FUNCTION aip_route_policy(e aip_catalog_entries) RETURNS aip_admission_policies
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v_policy aip_admission_policies;
 BEGIN
   IF e.quota_policy_ref IS NULL THEN
-    v_policy.revision := 1;
+    v_policy.revision := aip_default_policy_revision();
     v_policy.enabled := true;
-    v_policy.max_tenant_in_flight := 1000;
-    v_policy.max_instance_in_flight := 500;
-    v_policy.max_binding_in_flight := 250;
-    v_policy.max_tenant_retry_in_flight := 100;
-    v_policy.circuit_failure_threshold := 5;
-    v_policy.circuit_open_ms := 30000;
+    v_policy.max_tenant_in_flight := aip_default_policy_max_tenant_in_flight();
+    v_policy.max_instance_in_flight := aip_default_policy_max_instance_in_flight();
+    v_policy.max_binding_in_flight := aip_default_policy_max_binding_in_flight();
+    v_policy.max_tenant_retry_in_flight := aip_default_policy_max_tenant_retry_in_flight();
+    v_policy.circuit_failure_threshold := aip_default_policy_circuit_failure_threshold();
+    v_policy.circuit_open_ms := aip_default_policy_circuit_open_ms();
     RETURN v_policy;
   END IF;
   SELECT * INTO v_policy FROM aip_admission_policies WHERE policy_ref = e.quota_policy_ref;
@@ -109,7 +110,7 @@ BEGIN
   EXCEPTION WHEN lock_not_available THEN
     PERFORM aip_fail('capacity-exceeded',
       format('connector admission scope `%s` is too busy to admit more work now; retry', s ->> 'kind'),
-      jsonb_build_object('scope', s ->> 'kind', 'limit', (s ->> 'limit')::integer, 'retry_after_ms', 100));
+      jsonb_build_object('scope', s ->> 'kind', 'limit', (s ->> 'limit')::integer, 'retry_after_ms', aip_retry_after_soon_ms()));
   END;
   RETURN NULL;
 END
@@ -120,7 +121,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM aip_fail('capacity-exceeded',
     format('connector admission capacity is exhausted for scope `%s`', p_scope ->> 'kind'),
-    jsonb_build_object('scope', p_scope ->> 'kind', 'limit', (p_scope ->> 'limit')::integer, 'retry_after_ms', 100));
+    jsonb_build_object('scope', p_scope ->> 'kind', 'limit', (p_scope ->> 'limit')::integer, 'retry_after_ms', aip_retry_after_soon_ms()));
 END
 $$;
 

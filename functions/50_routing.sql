@@ -84,7 +84,7 @@ BEGIN
   EXCEPTION WHEN lock_not_available THEN
     PERFORM aip_fail('replica-unavailable',
       format('pinned connector replica `%s` of instance `%s` is busy; retry', a.replica_id, a.instance_id),
-      jsonb_build_object('instance_id', a.instance_id, 'replica_id', a.replica_id, 'retry_after_ms', 100));
+      jsonb_build_object('instance_id', a.instance_id, 'replica_id', a.replica_id, 'retry_after_ms', aip_retry_after_soon_ms()));
   END;
   v_ok := r.status IN ('ready', 'draining') AND r.lease_expires_at > v_now
           AND r.active_assignments < r.capacity AND r.circuit_open_until <= v_now
@@ -98,7 +98,7 @@ BEGIN
   IF NOT coalesce(v_ok, false) THEN
     PERFORM aip_fail('replica-unavailable',
       format('pinned connector replica `%s` of instance `%s` is not available for another attempt', a.replica_id, a.instance_id),
-      jsonb_build_object('instance_id', a.instance_id, 'replica_id', a.replica_id, 'retry_after_ms', 1000));
+      jsonb_build_object('instance_id', a.instance_id, 'replica_id', a.replica_id, 'retry_after_ms', aip_retry_after_later_ms()));
   END IF;
   UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = a.replica_id;
   UPDATE aip_route_assignments
@@ -154,11 +154,11 @@ BEGIN
   IF nullif(btrim(p_tenant_id), '') IS NULL THEN
     PERFORM aip_invalid_field('tenant_id', 'must be a verified, non-empty tenant');
   END IF;
-  IF nullif(btrim(p_action_id), '') IS NULL OR octet_length(p_action_id) > 256 THEN
-    PERFORM aip_invalid_field('action_id', 'must be 1 to 256 bytes');
+  IF nullif(btrim(p_action_id), '') IS NULL OR octet_length(p_action_id) > aip_text_bytes_id() THEN
+    PERFORM aip_invalid_field('action_id', 'must be 1 to ' || aip_text_bytes_id() || ' bytes');
   END IF;
-  IF nullif(btrim(p_capability_id), '') IS NULL OR octet_length(p_capability_id) > 256 THEN
-    PERFORM aip_invalid_field('capability_id', 'must be 1 to 256 bytes');
+  IF nullif(btrim(p_capability_id), '') IS NULL OR octet_length(p_capability_id) > aip_text_bytes_id() THEN
+    PERFORM aip_invalid_field('capability_id', 'must be 1 to ' || aip_text_bytes_id() || ' bytes');
   END IF;
   IF jsonb_typeof(v_topology) <> 'object' THEN
     PERFORM aip_invalid_field('topology', 'must be an object');
@@ -239,7 +239,7 @@ BEGIN
         END IF;
         -- The catalog lock, without waiting while a row is held: if a publication holds it or
         -- waits for it, step back (the row goes with the subtransaction) and wait for it freely.
-        IF NOT pg_try_advisory_xact_lock_shared(hashtext(current_database()), 1095323715) THEN
+        IF NOT aip_catalog_try_lock_shared() THEN
           RAISE SQLSTATE 'ARPUB';
         END IF;
         SELECT x.revision INTO v_revision FROM aip_catalog_revision x WHERE x.singleton;
@@ -276,7 +276,7 @@ BEGIN
         -- Eligible replicas exist, but each attempt found its choice gone by the time it was ours.
         PERFORM aip_fail('replica-unavailable',
           format('every eligible connector replica for instance `%s` is busy; retry', v_best_instance),
-          jsonb_build_object('instance_id', v_best_instance, 'retry_after_ms', 100));
+          jsonb_build_object('instance_id', v_best_instance, 'retry_after_ms', aip_retry_after_soon_ms()));
       END IF;
       -- Say why, at one revision: no qualified binding at all, or none of its replicas can take
       -- the action. (A candidate implies a qualified binding, so a successful resolve never asks.)
@@ -292,7 +292,7 @@ BEGIN
           jsonb_build_object('tenant_id', p_tenant_id, 'capability_id', p_capability_id));
       END IF;
       PERFORM aip_fail('replica-unavailable', format('no ready connector replica for instance `%s`', v_first_instance),
-                       jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', 1000));
+                       jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', aip_retry_after_later_ms()));
     END IF;
 
     -- Counters (after the replica, in lock order), then the route.
@@ -325,7 +325,7 @@ BEGIN
         WHEN 'replica' THEN format('every eligible connector replica for instance `%s` is busy; retry', v_best_instance)
         WHEN 'catalog' THEN 'a catalog publication is in progress; retry'
         ELSE 'the routing decision could not take its locks in time; retry' END,
-      jsonb_build_object('retry_after_ms', CASE v_waiting WHEN 'replica' THEN 100 ELSE 1000 END)
+      jsonb_build_object('retry_after_ms', CASE v_waiting WHEN 'replica' THEN aip_retry_after_soon_ms() ELSE aip_retry_after_later_ms() END)
       || CASE WHEN v_waiting = 'replica' THEN jsonb_build_object('instance_id', v_best_instance) ELSE '{}'::jsonb END);
   END;
 END

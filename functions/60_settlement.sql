@@ -34,8 +34,8 @@ BEGIN
   IF nullif(btrim(p_tenant_id), '') IS NULL THEN
     PERFORM aip_invalid_field('tenant_id', 'must be a verified, non-empty tenant');
   END IF;
-  IF p_outcome IS NULL OR p_outcome NOT IN ('completed', 'outcome_unknown', 'cancelled', 'lease_expired') THEN
-    PERFORM aip_invalid_field('outcome', 'must be one of completed, outcome_unknown, cancelled, lease_expired');
+  IF p_outcome IS NULL OR NOT p_outcome = ANY (aip_settlement_outcomes()) THEN
+    PERFORM aip_invalid_field('outcome', 'must be one of ' || array_to_string(aip_settlement_outcomes(), ', '));
   END IF;
   IF p_assignment IS NULL OR jsonb_typeof(p_assignment) <> 'object' THEN
     PERFORM aip_invalid_field('assignment', 'must be the RouteAssignment object');

@@ -37,7 +37,6 @@
 CREATE FUNCTION aip_replica_transition(p_replica_id text, p_operation text, p_request jsonb, p_peer_principal_id text) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
-  c_default_ttl_ms constant integer := 30000;
   v_request jsonb := coalesce(p_request, '{}'::jsonb);
   v_request_id text;
   v_previous bigint;
@@ -52,15 +51,15 @@ DECLARE
   v_refusal text;
   r aip_connector_replicas;
 BEGIN
-  IF p_operation IS NULL OR p_operation NOT IN ('register', 'heartbeat', 'drain', 'offline') THEN
-    PERFORM aip_invalid_field('operation', 'must be one of register, heartbeat, drain, offline');
+  IF p_operation IS NULL OR NOT p_operation = ANY (aip_lifecycle_operations()) THEN
+    PERFORM aip_invalid_field('operation', 'must be one of ' || array_to_string(aip_lifecycle_operations(), ', '));
   END IF;
   IF jsonb_typeof(v_request) <> 'object' THEN
     PERFORM aip_invalid_field('request', 'must be an object');
   END IF;
-  v_request_id := aip_read_text(v_request, 'request_id', true, 256);
-  v_previous := aip_read_int(v_request, 'previous_sequence', 0, 9007199254740991, false);
-  v_ttl_ms := coalesce(aip_read_int(v_request, 'lease_ttl_ms', 1000, 300000, false), c_default_ttl_ms);
+  v_request_id := aip_read_text(v_request, 'request_id');
+  v_previous := aip_read_int(v_request, 'previous_sequence', 0, aip_json_integer_max(), false);
+  v_ttl_ms := coalesce(aip_read_int(v_request, 'lease_ttl_ms', aip_lease_ttl_ms_min(), aip_lease_ttl_ms_max(), false), aip_lease_ttl_ms_default());
   IF p_operation <> 'register' AND v_previous IS NULL THEN
     PERFORM aip_invalid_field('previous_sequence', 'is required for ' || p_operation);
   END IF;

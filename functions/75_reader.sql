@@ -80,7 +80,7 @@ BEGIN
              OR EXISTS (SELECT 1 FROM aip_connector_instances i WHERE i.instance_id = r.instance_id AND i.tenant_id = p_tenant_id))
         AND (p_peer_principal_id IS NULL OR r.peer_principal_id = p_peer_principal_id);
     ELSE
-      PERFORM aip_invalid_field('kind', 'must be one of version, instance, replica');
+      PERFORM aip_invalid_field('kind', 'must be one of ' || array_to_string(aip_reader_kinds(), ', '));
   END CASE;
   RETURN v;
 END

@@ -25,8 +25,8 @@ DECLARE
   v_released integer := 0;
   v_next timestamptz;
 BEGIN
-  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-    PERFORM aip_invalid_field('limit', 'must be an integer in [1, 10000]');
+  IF p_limit IS NULL OR p_limit < aip_lease_expiry_batch_min() OR p_limit > aip_lease_expiry_batch_max() THEN
+    PERFORM aip_invalid_field('limit', 'must be an integer in [' || aip_lease_expiry_batch_min() || ', ' || aip_lease_expiry_batch_max() || ']');
   END IF;
   SELECT coalesce(array_agg(s.replica_id), '{}') INTO v_ids
   FROM (SELECT r.replica_id FROM aip_connector_replicas r
@@ -112,7 +112,8 @@ SET lock_timeout = '2s' AS $$
 $$;
 
 -- Entry point (data role). The fleet status per topology region: the same counts as
--- aip_fleet_status(), grouped by region label, in label order, at most p_limit regions (1..1000).
+-- aip_fleet_status(), grouped by region label, in label order, at most p_limit regions (clamped to
+-- [1, aip_regions_page_max()]).
 -- Aggregates only: region labels are topology, not record identifiers.
 CREATE FUNCTION aip_fleet_regions(p_limit integer) RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -123,7 +124,7 @@ SET lock_timeout = '2s' AS $$
     SELECT c.*
     FROM now, aip_fleet_replica_counts(now.at) c
     ORDER BY c.region
-    LIMIT least(greatest(coalesce(p_limit, 256), 1), 1000))
+    LIMIT least(greatest(coalesce(p_limit, aip_regions_page_default()), 1), aip_regions_page_max()))
   SELECT json_build_object(
     'regions', coalesce((SELECT json_agg(to_json(per) ORDER BY per.region) FROM per), '[]'::json),
     'observed_at', aip_time(now.at))

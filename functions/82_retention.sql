@@ -22,8 +22,8 @@
 -- an action ID of the reference's form, `act_` + UUIDv7, carries the time it was minted, and a
 -- gateway mints it before its first resolve, so an action minted before `removed_before` (every
 -- removed route was settled before it) may have had a route, and a new route for it is refused
--- with `route-expired`. One hour of allowance covers a gateway clock running ahead of the
--- database's. For other action IDs the registry cannot know: a gateway must not resolve an action
+-- with `route-expired`. An allowance (aip_action_clock_allowance_ms(), an hour) covers a
+-- gateway clock running ahead of the database's. For other action IDs the registry cannot know: a gateway must not resolve an action
 -- again once its route can have been removed (README, "Route retention").
 
 -- The time an `act_` + UUIDv7 action ID was minted (its 48-bit millisecond prefix); NULL for any
@@ -50,20 +50,20 @@ END
 $$;
 
 -- Called by resolve for an action that has no route. Cheap on the hot path: a regular expression
--- on the ID, and only for an action minted more than 22 hours ago a read of the watermark
--- (removed_before is at least a day old, the shortest window, so a younger action cannot be
--- refused).
+-- on the ID, and only for an action minted more than a day less twice the allowance ago (22
+-- hours) a read of the watermark: removed_before is at least a day old (the shortest window), so
+-- a younger action cannot be refused.
 CREATE FUNCTION aip_check_action_retained(p_action_id text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   v_minted timestamptz := aip_action_minted_at(p_action_id);
   v_removed timestamptz;
 BEGIN
-  IF v_minted IS NULL OR v_minted > aip_now() - interval '22 hours' THEN
+  IF v_minted IS NULL OR v_minted > aip_now() - interval '1 day' + 2 * aip_action_clock_allowance_ms() * interval '1 millisecond' THEN
     RETURN;
   END IF;
   SELECT x.removed_before INTO v_removed FROM aip_route_retention x WHERE x.singleton;
-  IF v_minted < v_removed + interval '1 hour' THEN
+  IF v_minted < v_removed + aip_action_clock_allowance_ms() * interval '1 millisecond' THEN
     PERFORM aip_refuse_removed_action(p_action_id, v_removed);
   END IF;
 END
@@ -103,8 +103,9 @@ BEGIN
 END
 $$;
 
--- Entry point (data role): one retention batch. Removes at most p_limit (1..10000) released
--- routes settled more than p_retention_days (1..36500) ago, and with p_require_export only those
+-- Entry point (data role): one retention batch. Removes at most p_limit (aip_route_retention_batch_
+-- min() to _max()) released routes settled more than p_retention_days (1 to
+-- aip_route_retention_days_max()) ago, and with p_require_export only those
 -- settled before the export watermark too. Returns {removed, removed_before, exported_before,
 -- next_due}: next_due is when the oldest released route left becomes removable (by the window
 -- alone; null: none is released, or with p_require_export none is exported), so a scheduler can
@@ -120,11 +121,11 @@ DECLARE
   v_oldest timestamptz;
   w aip_route_retention;
 BEGIN
-  IF p_retention_days IS NULL OR p_retention_days < 1 OR p_retention_days > 36500 THEN
-    PERFORM aip_invalid_field('retention_days', 'must be an integer in [1, 36500]');
+  IF p_retention_days IS NULL OR p_retention_days < 1 OR p_retention_days > aip_route_retention_days_max() THEN
+    PERFORM aip_invalid_field('retention_days', 'must be an integer in [1, ' || aip_route_retention_days_max() || ']');
   END IF;
-  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-    PERFORM aip_invalid_field('limit', 'must be an integer in [1, 10000]');
+  IF p_limit IS NULL OR p_limit < aip_route_retention_batch_min() OR p_limit > aip_route_retention_batch_max() THEN
+    PERFORM aip_invalid_field('limit', 'must be an integer in [' || aip_route_retention_batch_min() || ', ' || aip_route_retention_batch_max() || ']');
   END IF;
   v_window := p_retention_days * interval '1 day';
   SELECT * INTO w FROM aip_route_retention WHERE singleton;
@@ -153,16 +154,17 @@ $$;
 -- routes settled in [p_settled_after, p_settled_before), in (settled_at, action_id) order, each
 -- as GET /v1/routes/{action_id} describes it ({assignment, reserved, last_settlement,
 -- settled_at}). The cursor is the JSON array [settled_at, action_id] of the last route returned.
--- p_settled_before is clamped to an hour before now, so that every route settled before it has
--- committed before the first page is read (a settlement is one short statement): an export then
--- misses nothing, and `settled_before` in the answer is the bound it really applied.
+-- p_settled_before is clamped to aip_route_export_lag_ms() (an hour) before now, so that every
+-- route settled before it has committed before the page is read (a settlement is one short
+-- statement): an export then misses nothing, and `settled_before` in the answer is the bound it
+-- really applied.
 CREATE FUNCTION aip_admin_routes_page(p_settled_before timestamptz, p_settled_after timestamptz, p_cursor text, p_limit integer)
 RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '2s' AS $$
 DECLARE
-  v_limit integer := least(greatest(coalesce(p_limit, 1000), 1), 1000);
+  v_limit integer := least(greatest(coalesce(p_limit, aip_routes_export_page_default()), 1), aip_routes_export_page_max());
   v_before timestamptz;
   v_from timestamptz := coalesce(p_settled_after, '-infinity');
   v_cursor jsonb;
@@ -181,7 +183,7 @@ BEGIN
   IF p_settled_after IS NOT NULL AND (NOT isfinite(p_settled_after) OR p_settled_after >= p_settled_before) THEN
     PERFORM aip_invalid_field('settled_after', 'must be a time earlier than settled_before');
   END IF;
-  v_before := least(p_settled_before, aip_now() - interval '1 hour');
+  v_before := least(p_settled_before, aip_now() - aip_route_export_lag_ms() * interval '1 millisecond');
   IF p_cursor IS NOT NULL THEN
     BEGIN
       v_cursor := p_cursor::jsonb;
@@ -252,7 +254,8 @@ BEGIN
       jsonb_build_object('exported_before', aip_time(w.exported_before)));
   END IF;
   UPDATE aip_route_retention
-  SET exported_before = greatest(exported_before, least(p_settled_before, aip_now() - interval '1 hour')), updated_at = aip_now()
+  SET exported_before = greatest(exported_before, least(p_settled_before, aip_now() - aip_route_export_lag_ms() * interval '1 millisecond')),
+      updated_at = aip_now()
   WHERE singleton
   RETURNING * INTO w;
   RETURN json_build_object('exported_before', aip_time(w.exported_before), 'removed_before', aip_time(w.removed_before));

@@ -14,7 +14,7 @@ BEGIN
     WHEN 'instance' THEN SELECT aip_instance_json(i) INTO v FROM aip_connector_instances i WHERE i.instance_id = p_id;
     WHEN 'replica' THEN SELECT aip_replica_json(r) INTO v FROM aip_connector_replicas r WHERE r.replica_id = p_id;
     WHEN 'admission_policy' THEN SELECT aip_admission_policy_json(p) INTO v FROM aip_admission_policies p WHERE p.policy_ref = p_id;
-    ELSE PERFORM aip_invalid_field('kind', 'must be one of connector_type, version, instance, replica, admission_policy');
+    ELSE PERFORM aip_invalid_field('kind', 'must be one of ' || array_to_string(aip_record_kinds(), ', '));
   END CASE;
   RETURN v;
 END
@@ -27,7 +27,7 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '2s' AS $$
 DECLARE
-  v_limit integer := least(greatest(coalesce(p_limit, 100), 1), 1000);
+  v_limit integer := least(greatest(coalesce(p_limit, aip_bindings_page_default()), 1), aip_bindings_page_max());
   v_after_capability text := '';
   v_after_instance text := '';
   v_cursor jsonb;
@@ -85,8 +85,47 @@ SET search_path = pg_catalog, public, pg_temp AS $$
   WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\_%'
 $$;
 
--- Readiness: the installed schema version and whether the installed functions are exactly the
--- ones the migration recorded (a hand edit of any function shows up as functions_intact = false).
+-- Digest of the registry's tables as installed (every aip_ table but the migrator's own
+-- aip_schema_ bookkeeping): each table's kind, storage options, row security, owner and grants,
+-- its columns (type, nullability, default, grants), constraints, indexes and triggers. The
+-- migrator records it after the migrations that made them (aip_schema_tables): a hand-made index,
+-- column or constraint change shows up as tables_intact = false. Migrations cannot repair that (a
+-- numbered migration runs once), so it is reported (aip-registry doctor, migrate), not repaired.
+CREATE FUNCTION aip_installed_tables_digest() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, public, pg_temp AS $$
+  WITH tables AS (
+    SELECT c.oid, c.relname, c.relkind, c.reloptions, c.relrowsecurity, c.relowner, c.relacl
+    FROM pg_class c
+    WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'aip\_%' AND c.relname NOT LIKE 'aip\_schema\_%'
+      AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')),
+  lines AS (
+    SELECT t.relname || ' ' || t.relkind::text || ' options ' || coalesce(array_to_string(t.reloptions, ','), '')
+           || ' rls ' || t.relrowsecurity::text || ' owner ' || t.relowner::regrole::text || ' acl ' || coalesce(t.relacl::text, '') AS line
+    FROM tables t
+    UNION ALL
+    SELECT t.relname || ' column ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+           || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+           || coalesce(' acl ' || a.attacl::text, '')
+    FROM tables t
+    JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
+    LEFT JOIN pg_attrdef d ON d.adrelid = t.oid AND d.adnum = a.attnum
+    UNION ALL
+    SELECT t.relname || ' constraint ' || c.conname || ' ' || pg_get_constraintdef(c.oid)
+    FROM tables t JOIN pg_constraint c ON c.conrelid = t.oid
+    UNION ALL
+    SELECT t.relname || ' index ' || pg_get_indexdef(i.indexrelid)
+    FROM tables t JOIN pg_index i ON i.indrelid = t.oid
+    UNION ALL
+    SELECT t.relname || ' trigger ' || pg_get_triggerdef(g.oid)
+    FROM tables t JOIN pg_trigger g ON g.tgrelid = t.oid AND NOT g.tgisinternal)
+  SELECT encode(sha256(convert_to(coalesce(string_agg(l.line, E'\n' ORDER BY l.line COLLATE "C"), ''), 'UTF8')), 'hex')
+  FROM lines l
+$$;
+
+-- Readiness: the installed schema version, whether the installed functions are exactly the ones
+-- the migration recorded (a hand edit of any function shows up as functions_intact = false), and
+-- whether the tables are (tables_intact; NULL until a migrator of this build recorded them).
 CREATE FUNCTION aip_schema_status() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -95,6 +134,7 @@ SET lock_timeout = '2s' AS $$
     'schema_version', (SELECT max(version) FROM aip_schema_migrations),
     'functions_checksum', f.checksum,
     'functions_intact', f.installed_digest = aip_installed_functions_digest(),
+    'tables_intact', (SELECT t.digest = aip_installed_tables_digest() FROM aip_schema_tables t WHERE t.singleton),
     'catalog_revision', (SELECT revision FROM aip_catalog_revision WHERE singleton),
     -- The caller's session setting: a runtime login role without one has unbounded statements.
     'statement_timeout', current_setting('statement_timeout'))

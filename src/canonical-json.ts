@@ -1,7 +1,7 @@
 /**
  * RFC 8785 (JCS) canonical JSON and the registry's `sha256:` digests, for clients of the registry
  * (the CLI computes a manifest_digest and a schema bundle digest before publishing). The registry itself recomputes every
- * digest in SQL (functions/00_support.sql); test/unit/canonical-json.test.ts keeps both in step.
+ * digest in SQL (functions/03_canonical_json.sql); test/unit/canonical-json.test.ts keeps both in step.
  */
 export function canonicalJson(value: unknown): string {
   // What JSON.stringify would send is what gets canonicalized: toJSON() first (a Date becomes its
@@ -40,7 +40,7 @@ export function canonicalDigest(value: unknown): Promise<string> {
 /**
  * The schema bundle digest of a manifest's capabilities, which an attestation states as
  * `schema_bundle_digest`: the canonical `{"schemas": [{capability_id, input, output}, ...]}` in
- * manifest order, a missing output schema as null (functions/20_publish.sql verifies it).
+ * manifest order, a missing output schema as null (functions/22_publish_versions.sql verifies it).
  */
 export function schemaBundleDigest(capabilities: readonly { id?: unknown; input_schema?: unknown; output_schema?: unknown }[]): Promise<string> {
   return canonicalDigest({

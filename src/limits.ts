@@ -9,7 +9,10 @@
  * - Every other bound (batch sizes, body sizes, lease lengths, timeouts, configuration) is refused
  *   outside its range: a 400 `invalid` for a request, a start-up error for configuration.
  *
- * Where a SQL function enforces the same bound, its name is given: change both together.
+ * The SQL functions enforce the same bounds from the same values: scripts/generate-sql-constants.ts
+ * writes every bound they share with TypeScript into functions/01_constants.sql (one small SQL
+ * function each, named in the comments below), and test/unit/sql-constants.test.ts fails when
+ * that file is stale. Change a value here and run `npm run db:constants`.
  */
 
 const KiB = 1024;
@@ -25,20 +28,21 @@ export interface PageBound {
 export const clampPage = (value: number, page: PageBound): number => Math.min(Math.max(value, 1), page.max);
 
 // Page sizes ------------------------------------------------------------------------------------
-/** Catalog `limit` (tenant and admin catalog): aip_catalog_query (functions/30_catalog.sql). */
+/** Catalog `limit` (tenant and admin catalog): aip_catalog_query, aip_catalog_page_default() and _max(). */
 export const CATALOG_PAGE: PageBound = { default: 100, max: 200 };
 
 /**
  * Catalog `max_bytes`, the summed canonical size of a page's definitions: the default is the
  * maximum, and larger asks get the maximum (aip_catalog_query). It is never 0: a budget below the
  * next definition is refused (400), so asking for no bytes at all is refused up front.
+ * aip_catalog_page_bytes_max().
  */
 export const CATALOG_PAGE_BYTES: PageBound = { default: 4 * MiB, max: 4 * MiB };
 
-/** Admin bindings `limit`: aip_admin_bindings (functions/85_admin.sql). */
+/** Admin bindings `limit`: aip_admin_bindings, aip_bindings_page_default() and _max(). */
 export const BINDINGS_PAGE: PageBound = { default: 100, max: 1000 };
 
-/** Fleet regions `limit`: aip_fleet_regions (functions/80_fleet.sql). */
+/** Fleet regions `limit`: aip_fleet_regions, aip_regions_page_default() and _max(). */
 export const REGIONS_PAGE: PageBound = { default: 256, max: 1000 };
 
 // Refused outside their range -------------------------------------------------------------------
@@ -51,8 +55,8 @@ export interface RangeBound {
 
 /**
  * Replicas per lease-expiry batch (`POST /v1/fleet/lease-expiry?limit=`, LEASE_EXPIRY_BATCH, the
- * CLI's expire-leases): aip_expire_leases (functions/80_fleet.sql). 0 is invalid, as in the
- * reference; 500 is the reference daemon's batch.
+ * CLI's expire-leases): aip_expire_leases, aip_lease_expiry_batch_min() and _max(). 0 is invalid,
+ * as in the reference; 500 is the reference daemon's batch.
  */
 export const LEASE_EXPIRY_BATCH: RangeBound = { default: 500, min: 1, max: 10_000 };
 
@@ -64,14 +68,29 @@ export const LEASE_MAINTENANCE_INTERVAL_MS: RangeBound = { default: 1000, min: 0
 
 /**
  * The route evidence window (ROUTE_RETENTION_DAYS): a released route is kept this many days after
- * its last settlement, then route retention removes it (functions/82_retention.sql,
- * aip_remove_settled_routes, which refuses a window below a day). 0 keeps every route forever.
- * README, "Route retention", gives the reasons for the default.
+ * its last settlement, then route retention removes it (aip_remove_settled_routes,
+ * aip_route_retention_days_max(); it refuses a window below a day, which the retry contract's
+ * check relies on). 0 keeps every route forever. README, "Route retention", gives the reasons for
+ * the default.
  */
 export const ROUTE_RETENTION_DAYS: RangeBound = { default: 30, min: 0, max: 36_500 };
 
-/** Routes per retention batch (`POST /v1/fleet/route-retention?limit=`, the CLI's `routes prune`): aip_remove_settled_routes. */
+/** Routes per retention batch (`POST /v1/fleet/route-retention?limit=`, the CLI's `routes prune`): aip_remove_settled_routes, aip_route_retention_batch_min() and _max(). */
 export const ROUTE_RETENTION_BATCH: RangeBound = { default: 500, min: 1, max: 10_000 };
+
+/**
+ * How far a gateway's clock may run ahead of the database's when it mints an `act_` + UUIDv7
+ * action ID: a new route for an action minted before route retention's watermark plus this is
+ * refused `route-expired` (aip_check_action_retained, aip_action_clock_allowance_ms()).
+ */
+export const ACTION_CLOCK_ALLOWANCE_MS = 3_600_000;
+
+/**
+ * How long before an export's first page its upper bound must lie, so that every settlement
+ * before the bound has committed when the page is read (a settlement is one short statement):
+ * aip_admin_routes_page and aip_record_route_export, aip_route_export_lag_ms().
+ */
+export const ROUTE_EXPORT_LAG_MS = 3_600_000;
 
 /**
  * The shortest pause between two retention runs of one process once it has caught up (src/route-retention.ts):
@@ -79,13 +98,13 @@ export const ROUTE_RETENTION_BATCH: RangeBound = { default: 500, min: 1, max: 10
  */
 export const ROUTE_RETENTION_PAUSE_MS = 15 * 60_000;
 
-/** Routes per export page (`GET /v1/admin/routes`, the CLI's `routes export`): aip_admin_routes_page. */
+/** Routes per export page (`GET /v1/admin/routes`, the CLI's `routes export`): aip_admin_routes_page, aip_routes_export_page_default() and _max(). */
 export const ROUTES_EXPORT_PAGE: PageBound = { default: 1000, max: 1000 };
 
-/** A replica lease's length (`lease_ttl_ms`): aip_host_replica_lifecycle (functions/70_replicas.sql). */
+/** A replica lease's length (`lease_ttl_ms`): aip_replica_transition, aip_lease_ttl_ms_default(), _min() and _max(). */
 export const LEASE_TTL_MS: RangeBound = { default: 30_000, min: 1000, max: 300_000 };
 
-/** Changes in one publication: aip_publish (functions/20_publish.sql). */
+/** Changes in one publication: aip_publish, aip_publication_changes_max(). */
 export const PUBLICATION_CHANGES = { min: 1, max: 10_000 } as const;
 
 /** Request bodies of the data plane (BODY_LIMIT_BYTES); larger ones are 413. */
@@ -147,3 +166,81 @@ export const AUTH_MAX_TOKEN_LIFETIME_S = { jwksDefault: 86_400, sharedSecretDefa
 
 /** Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds. */
 export const AUTH_CLOCK_TOLERANCE_S = 5;
+
+// Records ---------------------------------------------------------------------------------------
+/**
+ * The longest text a field may hold, in UTF-8 bytes (what PostgreSQL's octet_length counts, not
+ * UTF-16 units): zod refuses longer (src/schemas.ts, Id) and so does the SQL reader
+ * (aip_read_text with aip_text_bytes_<field>()). `id` is every identifier or reference not named
+ * otherwise: record IDs, tenant, capability, policy and quota references, request and action IDs,
+ * profiles, trust domain, transport profile, the SDK requirement.
+ */
+export const TEXT_BYTES = {
+  id: 256,
+  connector_type_name: 512,
+  /** The connector type's owner, and the attestation's owner that must equal it. */
+  connector_type_owner: 512,
+  version: 128,
+  capability_name: 1024,
+  /** `sha256:` and 64 hex digits. */
+  digest: 71,
+  attestation_signature_ref: 512,
+  attestation_signer_identity: 512,
+  qualification_reason: 1024,
+  secret_provider_ref: 1024,
+  credential_revision_ref: 1024,
+  endpoint: 2048,
+  peer_principal_id: 512,
+  peer_principal_kind: 128,
+  peer_did: 1024,
+  /** The catalog's `q` search text. */
+  catalog_q: 512,
+  /** The catalog's `cursor`: a revision, a total, a fingerprint and a capability ID. */
+  catalog_cursor: 1100,
+} as const;
+
+/** The largest integer a JSON number carries exactly: revisions, sequences (aip_json_integer_max()). */
+export const JSON_INTEGER_MAX = Number.MAX_SAFE_INTEGER;
+
+/** The largest value of a PostgreSQL integer column: priorities, in-flight limits, thresholds (aip_sql_integer_max()). */
+export const SQL_INTEGER_MAX = 2_147_483_647;
+
+/** Nesting of JSON the registry canonicalizes (manifests, attestations): serde_json's default recursion limit (aip_json_depth_max()). */
+export const JSON_DEPTH_MAX = 128;
+
+/** A replica's capacity (put_replica): aip_replica_capacity_min() and _max(). */
+export const REPLICA_CAPACITY = { min: 1, max: 1_000_000 } as const;
+
+/** Capabilities in one manifest (admit_version): aip_manifest_capabilities_max(). */
+export const MANIFEST_CAPABILITIES = { max: 512 } as const;
+
+/** A manifest's canonical size (admit_version): aip_manifest_bytes_max(). */
+export const MANIFEST_BYTES = { max: 4 * MiB } as const;
+
+/**
+ * One capability definition's canonical size (admit_version): aip_definition_bytes_max(). Below
+ * the catalog page's byte maximum, so a page always holds the next definition.
+ */
+export const DEFINITION_BYTES = { max: 256 * KiB } as const;
+
+// Admission policies ----------------------------------------------------------------------------
+/** Consecutive outcome_unknown settlements that open a replica's circuit: aip_circuit_failure_threshold_default(), _min(), _max(). */
+export const CIRCUIT_FAILURE_THRESHOLD: RangeBound = { default: 5, min: 1, max: SQL_INTEGER_MAX };
+
+/** How long an open circuit stays open: aip_circuit_open_ms_default(), _min(), _max(). */
+export const CIRCUIT_OPEN_MS: RangeBound = { default: 30_000, min: 100, max: 3_600_000 };
+
+/**
+ * The admission policy of a binding without quota_policy_ref: the reference's "fleet" preset. The
+ * global and connector-type counters stay off, because each would serialize every tenant on one
+ * row (aip_route_policy, aip_default_policy_<member>()).
+ */
+export const DEFAULT_ADMISSION_POLICY = {
+  revision: 1,
+  max_tenant_in_flight: 1000,
+  max_instance_in_flight: 500,
+  max_binding_in_flight: 250,
+  max_tenant_retry_in_flight: 100,
+  circuit_failure_threshold: CIRCUIT_FAILURE_THRESHOLD.default,
+  circuit_open_ms: CIRCUIT_OPEN_MS.default,
+} as const;

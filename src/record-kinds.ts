@@ -2,7 +2,8 @@
  * The registry's record kinds, once: the singular name the SQL functions take (aip_admin_get) and
  * the plural path segment of the admin API (`GET /v1/admin/{kind}/{id}`). The admin routes map
  * paths to kinds; the CLI's HTTP transport maps kinds back to paths. The zod enums of both names
- * (src/schemas.ts: RecordKind, AdminRecordKind) are built from this table.
+ * (src/schemas.ts: RecordKind, AdminRecordKind) are built from this table, and so are the kinds the
+ * SQL functions accept (aip_record_kinds(), aip_reader_kinds(): functions/01_constants.sql).
  */
 export const RECORD_KINDS = {
   connector_type: "connector-types",
@@ -13,6 +14,9 @@ export const RECORD_KINDS = {
 } as const;
 
 type Kind = keyof typeof RECORD_KINDS;
+
+/** The kinds the registry reader serves (aip_registry_read): identity and state, never configuration. */
+export const READER_KINDS = ["version", "instance", "replica"] as const satisfies readonly Kind[];
 type Path = (typeof RECORD_KINDS)[Kind];
 
 /** The kind an admin path segment names (`admission-policies` -> `admission_policy`). */

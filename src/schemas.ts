@@ -6,8 +6,36 @@
  * 400s before a round trip and to document the API.
  */
 import { z } from "@hono/zod-openapi";
-import { CATALOG_PAGE, CATALOG_PAGE_BYTES, clampPage, LEASE_TTL_MS, PUBLICATION_CHANGES, type PageBound } from "./limits.js";
+import {
+  CATALOG_PAGE,
+  CATALOG_PAGE_BYTES,
+  CIRCUIT_FAILURE_THRESHOLD,
+  CIRCUIT_OPEN_MS,
+  clampPage,
+  JSON_DEPTH_MAX,
+  JSON_INTEGER_MAX,
+  LEASE_TTL_MS,
+  PUBLICATION_CHANGES,
+  type PageBound,
+  REPLICA_CAPACITY,
+  SQL_INTEGER_MAX,
+  TEXT_BYTES,
+} from "./limits.js";
 import { KIND_NAMES, PATH_NAMES } from "./record-kinds.js";
+import {
+  AIP_VERSION,
+  CHECK_STATUSES,
+  DIGEST_FORMAT,
+  IMPLEMENTATION_CLAIMS,
+  INSTANCE_STATUSES,
+  LABEL_FORMAT,
+  LIFECYCLE_OPERATIONS,
+  REGISTRY_SDK_VERSION,
+  REPLICA_STATUSES,
+  SETTLEMENT_OUTCOMES,
+  STORED_VERSION_STATUSES,
+  VERSION_STATUSES,
+} from "./vocabulary.js";
 
 // Strings ---------------------------------------------------------------------------------------
 // NUL cannot be stored, and an unpaired surrogate would be replaced by U+FFFD on its way to the
@@ -33,8 +61,8 @@ export const PageSize = (page: PageBound, description: string) =>
     .optional()
     .openapi({ description: `${description}, clamped to [1, ${page.max}]; default ${page.default}.` });
 
-/** A non-empty (after trim) identifier of at most `max` bytes, without NUL. */
-export const Id = (max = 256) =>
+/** A non-empty (after trim) identifier of at most `max` bytes (src/limits.ts, TEXT_BYTES), without NUL. */
+export const Id = (max: number = TEXT_BYTES.id) =>
   z
     .string()
     .min(1)
@@ -48,7 +76,7 @@ export const Id = (max = 256) =>
  * service names with `_` are fine), without credentials, query or fragment. Whitespace, control
  * characters and backslashes are refused too: the parser would silently drop or rewrite them, and
  * a route pins the endpoint string as given. The database applies the same structural rule
- * (functions/20_publish.sql, aip_check_endpoint).
+ * (functions/26_publish_replicas.sql, aip_check_endpoint).
  */
 export function replicaEndpointProblem(value: string): string | null {
   const authority = /^https?:\/\/([^/]*)/i.exec(value)?.[1];
@@ -66,15 +94,14 @@ export function replicaEndpointProblem(value: string): string | null {
   return null;
 }
 
-export const Label = z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, "must contain 1 to 128 ASCII letters, digits, dots, dashes or underscores");
-export const Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256: followed by 64 lowercase hex digits");
+export const Label = z.string().regex(new RegExp(LABEL_FORMAT.pattern), LABEL_FORMAT.message);
+export const Digest = z.string().regex(new RegExp(DIGEST_FORMAT.pattern), DIGEST_FORMAT.message);
 export const Timestamp = z.string().openapi({ format: "date-time", example: "2026-12-01T10:15:30.123Z" });
 const Count = z.number().int().nonnegative();
-const Revision = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const Revision = z.number().int().min(0).max(JSON_INTEGER_MAX);
 
 // Nesting ---------------------------------------------------------------------------------------
-/** The registry refuses JSON nested deeper than this (functions/00_support.sql, aip_canonical_json). */
-export const MAX_JSON_DEPTH = 128;
+// The registry refuses JSON nested deeper than JSON_DEPTH_MAX (src/limits.ts; aip_canonical_json).
 
 /** True when no array or object in `value` is nested more than `max` levels deep (`value` is level 1). */
 export function nestsAtMost(value: unknown, max: number): boolean {
@@ -89,9 +116,9 @@ export function nestsAtMost(value: unknown, max: number): boolean {
   return true;
 }
 
-const NESTING_MESSAGE = `must not nest objects and arrays more than ${MAX_JSON_DEPTH} levels deep`;
+const NESTING_MESSAGE = `must not nest objects and arrays more than ${JSON_DEPTH_MAX} levels deep`;
 
-export const boundedNesting = <T extends z.ZodTypeAny>(schema: T) => schema.refine((value) => nestsAtMost(value, MAX_JSON_DEPTH), NESTING_MESSAGE);
+export const boundedNesting = <T extends z.ZodTypeAny>(schema: T) => schema.refine((value) => nestsAtMost(value, JSON_DEPTH_MAX), NESTING_MESSAGE);
 
 /**
  * `shape`'s checks, with the nesting bound, on a value that is then passed on exactly as received
@@ -112,7 +139,7 @@ export function asReceived<T extends z.ZodObject>(shape: T) {
         for (const issue of checked.error.issues) ctx.addIssue({ ...issue });
         return z.NEVER;
       }
-      if (!nestsAtMost(value, MAX_JSON_DEPTH)) {
+      if (!nestsAtMost(value, JSON_DEPTH_MAX)) {
         ctx.addIssue({ code: "custom", message: NESTING_MESSAGE });
         return z.NEVER;
       }
@@ -250,7 +277,7 @@ export const ResolveRequest = z
   .strict()
   .openapi("ResolveRequest", { example: { capability_id: "cap:crm.contacts.search", topology: { region: "eu-west" } } });
 
-export const SettlementOutcome = z.enum(["completed", "outcome_unknown", "cancelled", "lease_expired"]);
+export const SettlementOutcome = z.enum(SETTLEMENT_OUTCOMES);
 export type SettlementOutcome = z.infer<typeof SettlementOutcome>;
 
 export const SettlementRequest = z
@@ -371,22 +398,21 @@ export type CatalogText = z.infer<typeof CatalogText>;
 export const CatalogQuery = z.object({
   q: z
     .string()
-    .refine((s) => utf8Bytes(s) <= 512, "must be at most 512 bytes")
+    .refine((s) => utf8Bytes(s) <= TEXT_BYTES.catalog_q, `must be at most ${TEXT_BYTES.catalog_q} bytes`)
     .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .optional()
     .openapi({
-      maxLength: 512,
-      description:
-        'Case-insensitive literal substring of "id name description" (`%` and `_` are ordinary characters); trimmed, blank means no filter. At most 512 bytes of UTF-8.',
+      maxLength: TEXT_BYTES.catalog_q,
+      description: `Case-insensitive literal substring of "id name description" (\`%\` and \`_\` are ordinary characters); trimmed, blank means no filter. At most ${TEXT_BYTES.catalog_q} bytes of UTF-8.`,
     }),
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
   cursor: z
     .string()
-    .refine((s) => utf8Bytes(s) <= 1100, "must be at most 1100 bytes")
+    .refine((s) => utf8Bytes(s) <= TEXT_BYTES.catalog_cursor, `must be at most ${TEXT_BYTES.catalog_cursor} bytes`)
     .refine(noControl, "must not contain NUL or an unpaired surrogate")
     .optional()
-    .openapi({ maxLength: 1100, description: "`next_cursor` of the previous page." }),
+    .openapi({ maxLength: TEXT_BYTES.catalog_cursor, description: "`next_cursor` of the previous page." }),
   limit: PageSize(CATALOG_PAGE, "Items per page"),
   max_bytes: QueryInteger()
     .min(1)
@@ -398,7 +424,7 @@ export const CatalogQuery = z.object({
 });
 
 // Replica lifecycle -----------------------------------------------------------------------------
-export const LifecycleOperation = z.enum(["register", "heartbeat", "drain", "offline"]);
+export const LifecycleOperation = z.enum(LIFECYCLE_OPERATIONS);
 export type LifecycleOperation = z.infer<typeof LifecycleOperation>;
 
 export const LifecycleRequest = z
@@ -406,7 +432,7 @@ export const LifecycleRequest = z
     request_id: Id().openapi({
       description: "Idempotency key: replaying the replica's last request answers the same; reusing it with another payload is a 409.",
     }),
-    previous_sequence: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().openapi({
+    previous_sequence: z.number().int().min(0).max(JSON_INTEGER_MAX).optional().openapi({
       description: "The sequence of the host's last answer. Required for heartbeat, drain and offline; register needs it only to re-register a live replica.",
     }),
     lease_ttl_ms: z
@@ -423,7 +449,7 @@ export const LifecycleRequest = z
 export const LifecycleResponse = z
   .object({
     replica_id: z.string(),
-    status: z.enum(["ready", "draining", "offline"]),
+    status: z.enum(REPLICA_STATUSES),
     sequence: z.number().int().openapi({ description: "The replica's health revision after this transition: the next `previous_sequence`." }),
     lease_expires_at: Timestamp.nullable().openapi({ description: "Null for a replica that never held a lease." }),
   })
@@ -435,7 +461,7 @@ export const LifecycleResponse = z
 const Capability = z
   .looseObject({
     id: Id(),
-    name: z.string(),
+    name: z.string().refine((s) => utf8Bytes(s) <= TEXT_BYTES.capability_name, `must be at most ${TEXT_BYTES.capability_name} bytes`),
     input_schema: z.record(z.string(), z.unknown()),
     output_schema: z.record(z.string(), z.unknown()).nullable().optional(),
     description: z.string().nullable().optional(),
@@ -444,7 +470,7 @@ const Capability = z
 
 export const Manifest = boundedNesting(z.looseObject({ capabilities: z.array(Capability), profiles: z.array(Id()).optional() })).openapi("Manifest");
 
-const CheckStatus = z.enum(["not_evaluated", "passed", "failed"]);
+const CheckStatus = z.enum(CHECK_STATUSES);
 export const Attestation = boundedNesting(
   z.looseObject({
     artifact_digest: Digest,
@@ -457,12 +483,12 @@ export const Attestation = boundedNesting(
     conformance_report_digest: Digest,
     vulnerability_report_digest: Digest,
     license_report_digest: Digest,
-    signature_ref: Id(512),
-    signer_identity: Id(512),
-    owner: Id(512).openapi({ description: "Must equal the connector type's owner." }),
-    supported_aip_versions: z.array(z.string()).openapi({ description: 'Must contain "1.0".' }),
-    sdk_version_requirement: Id(256).openapi({
-      description: "A Cargo-style semver requirement (e.g. `^1.0`); it must include this registry's SDK version, 1.0.0.",
+    signature_ref: Id(TEXT_BYTES.attestation_signature_ref),
+    signer_identity: Id(TEXT_BYTES.attestation_signer_identity),
+    owner: Id(TEXT_BYTES.connector_type_owner).openapi({ description: "Must equal the connector type's owner." }),
+    supported_aip_versions: z.array(z.string()).openapi({ description: `Must contain "${AIP_VERSION}".` }),
+    sdk_version_requirement: Id().openapi({
+      description: `A Cargo-style semver requirement (e.g. \`^1.0\`); it must include this registry's SDK version, ${REGISTRY_SDK_VERSION}.`,
       example: "^1.0",
     }),
     conformance_status: CheckStatus,
@@ -475,33 +501,31 @@ export const Attestation = boundedNesting(
 const Claim = z.boolean().optional();
 /** What the implementation behind one capability supports; an absent member is false. */
 export const ImplementationSupport = z
-  .object({
-    invocation: Claim,
-    cancellation: Claim,
-    streaming: Claim,
-    retry: Claim,
-    transaction: Claim,
-    reconciliation: Claim,
-    compensation: Claim,
-    approval: Claim,
-    credentials: Claim,
-  })
+  .object(Object.fromEntries(IMPLEMENTATION_CLAIMS.map((claim) => [claim, Claim])) as Record<(typeof IMPLEMENTATION_CLAIMS)[number], typeof Claim>)
   .strict()
   .openapi("ImplementationSupport");
 
-const PositiveLimit = z.number().int().min(1).max(2147483647).nullable().optional();
+const PositiveLimit = z.number().int().min(1).max(SQL_INTEGER_MAX).nullable().optional();
 
 export const Change = z
   .discriminatedUnion("op", [
-    z.object({ op: z.literal("put_connector_type"), id: Id(), name: Id(512), owner: Id(512), enabled: z.boolean().optional() }).strict(),
+    z
+      .object({
+        op: z.literal("put_connector_type"),
+        id: Id(),
+        name: Id(TEXT_BYTES.connector_type_name),
+        owner: Id(TEXT_BYTES.connector_type_owner),
+        enabled: z.boolean().optional(),
+      })
+      .strict(),
     z.object({ op: z.literal("set_connector_type_enabled"), id: Id(), enabled: z.boolean() }).strict(),
     z
       .object({
         op: z.literal("admit_version"),
         id: Id(),
         connector_type_id: Id(),
-        version: Id(128),
-        status: z.enum(["candidate", "admitted", "active", "revoked"]).optional(),
+        version: Id(TEXT_BYTES.version),
+        status: z.enum(VERSION_STATUSES).optional(),
         manifest: Manifest,
         manifest_digest: Digest,
         attestation: Attestation,
@@ -516,7 +540,7 @@ export const Change = z
           }),
       })
       .strict(),
-    z.object({ op: z.literal("set_version_status"), id: Id(), status: z.enum(["candidate", "admitted", "active", "revoked"]) }).strict(),
+    z.object({ op: z.literal("set_version_status"), id: Id(), status: z.enum(VERSION_STATUSES) }).strict(),
     z
       .object({
         op: z.literal("set_version_qualification"),
@@ -525,7 +549,7 @@ export const Change = z
           description:
             "false revokes the version's supply-chain qualification (it leaves every catalog and takes no route); true restores it after re-checking the stored evidence.",
         }),
-        reason: Id(1024).nullable().optional(),
+        reason: Id(TEXT_BYTES.qualification_reason).nullable().optional(),
       })
       .strict(),
     z
@@ -536,8 +560,8 @@ export const Change = z
         version_id: Id(),
         tenant_id: Id(),
         config_revision: Revision,
-        secret_provider_ref: Id(1024),
-        status: z.enum(["enabled", "disabled"]).optional(),
+        secret_provider_ref: Id(TEXT_BYTES.secret_provider_ref),
+        status: z.enum(INSTANCE_STATUSES).optional(),
       })
       .strict(),
     z
@@ -546,9 +570,9 @@ export const Change = z
         tenant_id: Id(),
         capability_id: Id(),
         instance_id: Id(),
-        priority: z.number().int().min(0).max(2147483647).optional(),
+        priority: z.number().int().min(0).max(SQL_INTEGER_MAX).optional(),
         policy_revision: Revision,
-        credential_revision_ref: Id(1024).nullable().optional(),
+        credential_revision_ref: Id(TEXT_BYTES.credential_revision_ref).nullable().optional(),
         quota_policy_ref: Id().nullable().optional(),
         enabled: z.boolean().optional(),
       })
@@ -557,7 +581,7 @@ export const Change = z
       .object({
         op: z.literal("put_admission_policy"),
         policy_ref: Id(),
-        revision: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+        revision: z.number().int().min(1).max(JSON_INTEGER_MAX),
         enabled: z.boolean().optional(),
         max_global_in_flight: PositiveLimit,
         max_tenant_in_flight: PositiveLimit,
@@ -565,8 +589,8 @@ export const Change = z
         max_instance_in_flight: PositiveLimit,
         max_binding_in_flight: PositiveLimit,
         max_tenant_retry_in_flight: PositiveLimit,
-        circuit_failure_threshold: z.number().int().min(1).max(2147483647).optional(),
-        circuit_open_ms: z.number().int().min(100).max(3600000).optional(),
+        circuit_failure_threshold: z.number().int().min(CIRCUIT_FAILURE_THRESHOLD.min).max(CIRCUIT_FAILURE_THRESHOLD.max).optional(),
+        circuit_open_ms: z.number().int().min(CIRCUIT_OPEN_MS.min).max(CIRCUIT_OPEN_MS.max).optional(),
       })
       .strict(),
     z
@@ -577,22 +601,23 @@ export const Change = z
         version_id: Id(),
         endpoint: z
           .string()
-          .max(2048)
+          .refine((s) => utf8Bytes(s) <= TEXT_BYTES.endpoint, `must be at most ${TEXT_BYTES.endpoint} bytes`)
           .superRefine((value, ctx) => {
             const problem = replicaEndpointProblem(value);
             if (problem) ctx.addIssue({ code: "custom", message: problem });
           })
           .openapi({
+            maxLength: TEXT_BYTES.endpoint,
             description: "An absolute http(s) URL with a host, without credentials, query or fragment.",
             example: "https://crm-euw1a.hosts.example/aip/v1/messages",
           }),
-        peer_principal_id: Id(512),
-        peer_principal_kind: Id(128),
-        peer_did: Id(1024),
+        peer_principal_id: Id(TEXT_BYTES.peer_principal_id),
+        peer_principal_kind: Id(TEXT_BYTES.peer_principal_kind),
+        peer_did: Id(TEXT_BYTES.peer_did),
         trust_domain: Id(),
         transport_profile: Id(),
         topology: z.object({ region: Label.optional(), zone: Label.optional(), capacity_class: Label.optional() }).strict().optional(),
-        capacity: z.number().int().min(1).max(1000000),
+        capacity: z.number().int().min(REPLICA_CAPACITY.min).max(REPLICA_CAPACITY.max),
       })
       .strict(),
   ])
@@ -650,7 +675,7 @@ export const VersionIdentity = z
     id: z.string(),
     connector_type_id: z.string(),
     version: z.string(),
-    status: z.enum(["admitted", "active", "revoked"]),
+    status: z.enum(STORED_VERSION_STATUSES),
     supply_chain_qualified: z.boolean(),
     artifact_digest: Digest,
     manifest_digest: Digest,
@@ -671,7 +696,7 @@ export const InstanceIdentity = z
     version_id: z.string().openapi({ description: "The instance's current rollout version." }),
     tenant_id: z.string(),
     config_revision: z.number().int(),
-    status: z.enum(["enabled", "disabled"]),
+    status: z.enum(INSTANCE_STATUSES),
     updated_at: Timestamp,
   })
   .openapi("InstanceIdentity", { description: "An instance without its secret_provider_ref." });
@@ -689,7 +714,7 @@ export const ReplicaIdentity = z
     trust_domain: z.string(),
     transport_profile: z.string(),
     topology: Topology,
-    status: z.enum(["ready", "draining", "offline"]),
+    status: z.enum(REPLICA_STATUSES),
     lease_expires_at: Timestamp.nullable().openapi({ description: "A replica is live while this is in the future and it is not offline." }),
     capacity: z.number().int(),
     active_assignments: z.number().int(),
@@ -814,6 +839,10 @@ export const Readiness = z
       .nullable()
       .optional()
       .openapi({ description: 'The data role\'s statement_timeout; "0" means statements are unbounded: set it on the login role.' }),
+    tables_intact: z.boolean().nullable().optional().openapi({
+      description:
+        "False when the registry's tables, columns or indexes differ from what the migrations made (changed by hand): the registry still serves, `aip-registry doctor` reports it.",
+    }),
   })
   .openapi("Readiness");
 export type Readiness = z.infer<typeof Readiness>;
@@ -822,6 +851,7 @@ export const SchemaStatus = z.object({
   schema_version: z.number().int().nullable(),
   functions_checksum: z.string().nullable(),
   functions_intact: z.boolean().nullable(),
+  tables_intact: z.boolean().nullable().optional(),
   catalog_revision: Revision,
   statement_timeout: z.string().optional(),
 });

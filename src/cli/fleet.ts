@@ -58,6 +58,9 @@ export async function doctor(ctx: CommandContext): Promise<number> {
     const ready = await backend.readiness();
     if (ready.status === "ready") check("ok", `schema: version ${ready.schema_version}, functions intact, catalog revision ${ready.catalog_revision}`);
     else check("FAIL", `schema: not ready: ${ready.reason ?? "unknown reason"}`);
+    if (ready.tables_intact === false) {
+      check("FAIL", "tables: the registry's tables, columns or indexes differ from what the migrations made (changed by hand); compare them with drizzle/");
+    }
     if (ready.status !== "ready" && ready.reason?.startsWith("schema not installed")) {
       // The invariant checker and the fleet status are functions of the schema it lacks: a
       // deployment step is missing (exit 1), not an outage to retry (exit 3).

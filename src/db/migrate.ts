@@ -5,7 +5,10 @@
  * timeouts: two runners started at once serialize, and a failure leaves the database exactly as
  * it was. Numbered migrations (drizzle/) apply once each and are checksum-verified forever after;
  * the function set (functions/) is a repeatable step, reinstalled whole whenever its checksum
- * changes, any migration ran, or the installed functions no longer match what was recorded.
+ * changes, any migration ran, or the installed functions no longer match what was recorded. The
+ * tables are recorded too (aip_installed_tables_digest) after the migrations that made them: a
+ * later hand-made change of a table, column or index cannot be repaired by a migration that
+ * already ran, so it is reported (MigrationReport.tablesIntact, aip_schema_status), not hidden.
  */
 import { loadFunctionSet, loadMigrations, type FunctionSet, type Migration } from "./sql-files.js";
 
@@ -20,6 +23,8 @@ export interface MigrationReport {
   functionsInstalled: boolean;
   schemaVersion: number;
   functionsChecksum: string;
+  /** False when the tables, columns or indexes differ from what the migrations made (changed by hand). */
+  tablesIntact: boolean;
 }
 
 /** "AIP_CREG": the reference implementation's migration lock key. */
@@ -36,10 +41,15 @@ CREATE TABLE IF NOT EXISTS aip_schema_functions (
   checksum text NOT NULL,
   installed_digest text NOT NULL,
   installed_at timestamptz(3) NOT NULL DEFAULT now());
-REVOKE ALL ON aip_schema_migrations, aip_schema_functions FROM PUBLIC;
+CREATE TABLE IF NOT EXISTS aip_schema_tables (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  digest text NOT NULL,
+  recorded_at timestamptz(3) NOT NULL DEFAULT now());
+REVOKE ALL ON aip_schema_migrations, aip_schema_functions, aip_schema_tables FROM PUBLIC;
 `;
 
-const DROP_FUNCTIONS_SQL = `
+/** Drops every installed registry function (the function set is reinstalled whole). */
+export const DROP_FUNCTIONS_SQL = `
 DO $$
 DECLARE f regprocedure;
 BEGIN
@@ -62,6 +72,7 @@ export async function migrate(
   const functions = options.functions ?? (await loadFunctionSet());
   const applied: string[] = [];
   let functionsInstalled = false;
+  let tablesIntact = true;
 
   await session.exec("BEGIN");
   try {
@@ -123,6 +134,22 @@ export async function migrate(
       );
       functionsInstalled = true;
     }
+
+    // The tables as the migrations made them: recorded when a migration ran (or by the first
+    // runner of a build that records them), compared otherwise.
+    const [tables] = await session.query<{ recorded: string | null; digest: string }>(
+      "SELECT (SELECT digest FROM aip_schema_tables WHERE singleton) AS recorded, aip_installed_tables_digest() AS digest",
+    );
+    if (applied.length > 0 || !tables?.recorded) {
+      await session.query(
+        `INSERT INTO aip_schema_tables (singleton, digest, recorded_at) VALUES (true, $1, now())
+         ON CONFLICT (singleton) DO UPDATE SET digest = EXCLUDED.digest, recorded_at = EXCLUDED.recorded_at`,
+        [tables?.digest],
+      );
+    } else if (tables.recorded !== tables.digest) {
+      tablesIntact = false;
+      log("the registry's tables, columns or indexes differ from what the migrations made: changed by hand? (migrate cannot undo that)");
+    }
     await session.exec("COMMIT");
   } catch (error) {
     await session.exec("ROLLBACK").catch(() => {});
@@ -133,5 +160,6 @@ export async function migrate(
     functionsInstalled,
     schemaVersion: migrations.at(-1)?.version ?? 0,
     functionsChecksum: functions.checksum,
+    tablesIntact,
   };
 }

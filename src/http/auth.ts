@@ -160,8 +160,8 @@ export function createAuthenticator(config: AuthConfig): Authenticator {
     }
     const exceeded = limitExceeded(token, payload, now() / 1000, maxLifetimeS);
     if (exceeded) throw new BearerRefusal("unauthorized", `invalid bearer token: ${exceeded}`, "invalid_token");
-    const tenant = identityClaim(payload, "tenant_id", 256);
-    const peer = identityClaim(payload, "peer_principal_id", 512);
+    const tenant = identityClaim(payload, "tenant_id", L.TEXT_BYTES.id);
+    const peer = identityClaim(payload, "peer_principal_id", L.TEXT_BYTES.peer_principal_id);
     const scope = typeof payload.scope === "string" ? payload.scope : "";
     const principal = {
       subject: typeof payload.sub === "string" ? payload.sub : "",
@@ -247,15 +247,18 @@ export class VerifiedTokens {
   }
 }
 
+const utf8 = new TextEncoder();
+
 /**
  * An identity claim: absent (null), or a non-empty string without NUL or unpaired surrogates
  * (which the database would turn into U+FFFD, making two identities one). Anything else makes
  * the token invalid rather than anonymous.
  */
-function identityClaim(payload: JWTPayload, name: string, maxLength: number): string | null {
+function identityClaim(payload: JWTPayload, name: string, maxBytes: number): string | null {
   const value = payload[name];
   if (value === undefined) return null;
-  if (typeof value !== "string" || value.trim() === "" || value.length > maxLength || /[\u0000]|\p{Cs}/u.test(value)) {
+  // Counted in UTF-8 bytes, as the database counts the same identifiers (src/limits.ts, TEXT_BYTES).
+  if (typeof value !== "string" || value.trim() === "" || utf8.encode(value).length > maxBytes || /[\u0000]|\p{Cs}/u.test(value)) {
     throw new BearerRefusal("unauthorized", `invalid bearer token: ${name} claim must be a non-empty string`, "invalid_token");
   }
   return value;

@@ -1,11 +1,15 @@
 /**
  * Registry errors and the one place where database failures become problem codes.
  *
- * The SQL functions raise one SQLSTATE per problem code (functions/00_support.sql, aip_sqlstate)
- * with a JSON DETAIL of extension members. Anything else the database or the driver reports is
- * classified here: data errors are the caller's input (invalid), privilege errors are forbidden,
- * and everything else is `storage` (503): the state transition stopped and nothing may be
- * inferred to have committed.
+ * The SQL functions raise every refusal the same way (aip_fail, functions/00_errors.sql): SQLSTATE
+ * PROBLEM_SQLSTATE, a human message, and a DETAIL that is the problem's JSON members: its `code`
+ * and its extension members. The code travels with the error, so no table maps SQLSTATEs to
+ * codes. Anything else the database or the driver reports is classified here: data errors are the
+ * caller's input (invalid), privilege errors are forbidden, and everything else is `storage`
+ * (503): the state transition stopped and nothing may be inferred to have committed.
+ *
+ * The constants the SQL functions share with this file are generated into
+ * functions/01_constants.sql (scripts/generate-sql-constants.ts).
  */
 export const PROBLEM_STATUS = {
   invalid: 400,
@@ -63,20 +67,43 @@ export const PROBLEM_TITLES: Record<ProblemCode, string> = {
   "auth-unavailable": "Token verification unavailable",
 };
 
-/** The inverse of aip_sqlstate (functions/00_support.sql); test/db/error-codes.test.ts compares them. */
-export const SQLSTATE_CODES: Record<string, ProblemCode> = {
-  AR400: "invalid",
-  AR403: "forbidden",
-  AR404: "not-found",
-  AR4B4: "binding-unavailable",
-  AR409: "conflict",
-  AR4S9: "stale-cursor",
-  AR4F9: "fence-lost",
-  AR410: "route-expired",
-  AR422: "admission",
-  AR429: "capacity-exceeded",
-  AR503: "replica-unavailable",
-};
+/** The problem codes the SQL functions raise (aip_problem_codes()); aip_fail refuses any other. */
+export const DATABASE_PROBLEMS = [
+  "invalid",
+  "forbidden",
+  "not-found",
+  "binding-unavailable",
+  "conflict",
+  "stale-cursor",
+  "fence-lost",
+  "route-expired",
+  "admission",
+  "capacity-exceeded",
+  "replica-unavailable",
+] as const satisfies readonly ProblemCode[];
+
+/**
+ * The SQLSTATE of a registry problem (aip_problem_sqlstate()), in class AR, "AIP registry". The
+ * class holds three more codes that never leave the function that raises them (ARDRY, ARSKP and
+ * ARPUB, functions/00_errors.sql) and REPLICA_BEHIND_SQLSTATE.
+ */
+export const PROBLEM_SQLSTATE = "AR000";
+
+/**
+ * A catalog replica (a hot standby) has not replayed the revision a request comes from
+ * (aip_replica_behind_sqlstate()). Not a problem: the serving layer asks the primary instead.
+ */
+export const REPLICA_BEHIND_SQLSTATE = "ARLAG";
+
+/**
+ * `retry_after_ms` of the refusals that name one (aip_retry_after_soon_ms(), _later_ms()): `soon`
+ * where a slot or a row lock frees when another action settles or commits (capacity exceeded,
+ * every eligible replica busy), `later` where something slower must happen first (a replica comes
+ * back, a publication or a duplicate request finishes).
+ */
+export const RETRY_AFTER_MS = { soon: 100, later: 1000 } as const;
+
+const DATABASE_PROBLEM_SET: ReadonlySet<string> = new Set(DATABASE_PROBLEMS);
 
 export class RegistryError extends Error {
   readonly status: number;
@@ -115,8 +142,10 @@ export function fromDatabaseError(error: unknown): RegistryError {
   const e = (error ?? {}) as DatabaseErrorLike;
   const sqlstate = typeof e.code === "string" ? e.code : "";
   const message = typeof e.message === "string" ? e.message : "database error";
-  const mapped = SQLSTATE_CODES[sqlstate];
-  if (mapped) return new RegistryError(mapped, message, parseDetail(e.detail));
+  if (sqlstate === PROBLEM_SQLSTATE) {
+    const { code, ...extensions } = parseDetail(e.detail);
+    if (typeof code === "string" && DATABASE_PROBLEM_SET.has(code)) return new RegistryError(code as ProblemCode, message, extensions);
+  }
   if (/^(55P03|40001|40P01|57014)$/.test(sqlstate)) {
     // Lock timeout, serialization failure, deadlock, statement timeout: nothing committed.
     return new RegistryError("storage", "the registry could not complete the operation in time; retry", { sqlstate }, true);
@@ -135,8 +164,9 @@ export function fromDatabaseError(error: unknown): RegistryError {
   if (sqlstate.startsWith("23")) {
     return new RegistryError("conflict", "the change conflicts with a stored record", { sqlstate });
   }
-  // Connection failures, shutdown, resource exhaustion, schema drift: do not leak internals to
-  // clients. The cause stays on the error for the server's own messages (start-up, logs).
+  // Connection failures, shutdown, resource exhaustion, schema drift, a problem with a code the
+  // database may not raise: do not leak internals to clients. The cause stays on the error for
+  // the server's own messages (start-up, logs).
   const storage = new RegistryError(
     "storage",
     "the registry database is unavailable or failed; nothing is inferred to have committed",

@@ -8,6 +8,7 @@
 import type { z } from "@hono/zod-openapi";
 import type { SqlExecutor } from "../db/executor.js";
 import { REGIONS_PAGE } from "../limits.js";
+import type { READER_KINDS } from "../record-kinds.js";
 import type * as S from "../schemas.js";
 import type {
   BindingsPage,
@@ -30,7 +31,7 @@ import type {
   SettlementOutcome,
   SettlementResult,
 } from "../schemas.js";
-import { RegistryError, fromDatabaseError } from "./errors.js";
+import { REPLICA_BEHIND_SQLSTATE, RegistryError, fromDatabaseError } from "./errors.js";
 
 // What the functions take: the request schemas' validated output (src/schemas.ts).
 export type CatalogQuery = z.output<typeof S.CatalogQuery>;
@@ -39,26 +40,26 @@ export type LifecycleRequest = z.output<typeof S.LifecycleRequest>;
 export type LifecycleResult = z.infer<typeof S.LifecycleResponse>;
 export type { CatalogText, RecordKind, ResolveResult, RouteState };
 
-/** `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`. */
+/**
+ * `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`
+ * (any negative revision: aip_catalog_not_modified).
+ */
 export const ANY_REVISION = -1;
 /** The record kinds the registry reader (aip_registry_read) serves. */
-export type ReaderKind = Extract<RecordKind, "version" | "instance" | "replica">;
+export type ReaderKind = (typeof READER_KINDS)[number];
 
 export interface RegistryExecutors {
   data: SqlExecutor;
   control?: SqlExecutor;
   /**
    * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. A
-   * replica that has not replayed a request's revision yet says so (ARLAG) and the read goes to
-   * the data executor instead.
+   * replica that has not replayed a request's revision yet says so (REPLICA_BEHIND_SQLSTATE) and
+   * the read goes to the data executor instead.
    */
   catalog?: SqlExecutor;
 }
 
 const json = (value: unknown) => JSON.stringify(value);
-
-/** SQLSTATE of a catalog replica that has not replayed the revision a request comes from. */
-const REPLICA_BEHIND = "ARLAG";
 
 export class Registry {
   constructor(private readonly executors: RegistryExecutors) {}
@@ -106,10 +107,11 @@ export class Registry {
   // Data plane ------------------------------------------------------------------------------------
   /** One catalog page as JSON text; `ifRevision` short-circuits to "not modified" at that revision. */
   catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null): Promise<CatalogText> {
-    return this.catalogRead(
-      "SELECT catalog_revision::text AS revision, page AS text, page IS NULL AS not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)",
-      [tenantId, json(query), ifRevision],
-    );
+    return this.catalogRead("SELECT catalog_revision::text AS revision, page AS text, not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)", [
+      tenantId,
+      json(query),
+      ifRevision,
+    ]);
   }
 
   /** One definition as the JSON text of {catalog_revision, definition} (null: not visible to the tenant). */
@@ -206,7 +208,7 @@ export class Registry {
         try {
           return await run(replica);
         } catch (error) {
-          if ((error as { code?: unknown })?.code !== REPLICA_BEHIND) throw error;
+          if ((error as { code?: unknown })?.code !== REPLICA_BEHIND_SQLSTATE) throw error;
         }
       }
       return await run(this.executors.data);

@@ -20,13 +20,19 @@ export interface SchemaVerdict {
   catalog_revision: number | null;
   /** The session's statement_timeout as PostgreSQL reports it ("0" means unbounded: configure the login role). */
   statement_timeout: string | null;
+  /**
+   * False when the tables, columns or indexes differ from what the migrations made (a hand-made
+   * change): reported (aip-registry doctor), not a reason to stop serving, since no migration can
+   * repair it. Null when unknown.
+   */
+  tables_intact: boolean | null;
 }
 
 const MIGRATE = "run migrate (`npx aip-registry migrate` with the database owner's URL)";
 
 export const SCHEMA_NOT_INSTALLED = `schema not installed: ${MIGRATE}`;
 
-const unknown = { schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null };
+const unknown = { schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null, tables_intact: null };
 
 export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
   let status: Awaited<ReturnType<Registry["schemaStatus"]>>;
@@ -50,6 +56,7 @@ export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
     functions_checksum: status?.functions_checksum ?? null,
     catalog_revision: status?.catalog_revision ?? null,
     statement_timeout: status?.statement_timeout ?? null,
+    tables_intact: status?.tables_intact ?? null,
   };
   if (!status || verdict.schema_version === null) return { ok: false, reason: SCHEMA_NOT_INSTALLED, ...verdict };
   if (verdict.schema_version !== SCHEMA_VERSION) {

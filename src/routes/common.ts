@@ -3,7 +3,7 @@
  * security requirement, and small helpers.
  */
 import type { z } from "@hono/zod-openapi";
-import { PROBLEM_STATUS, PROBLEM_TITLES, type ProblemCode } from "../registry/errors.js";
+import { PROBLEM_STATUS, PROBLEM_TITLES, type ProblemCode, RETRY_AFTER_MS } from "../registry/errors.js";
 import { Id, Problem } from "../schemas.js";
 import { PROBLEM_CONTENT_TYPE } from "../http/problem.js";
 
@@ -37,9 +37,18 @@ const PROBLEM_EXAMPLES: Record<ProblemCode, { detail: string } & Record<string, 
   "payload-too-large": { detail: "the request body exceeds the size limit" },
   "unsupported-media-type": { detail: "request bodies must be application/json" },
   admission: { detail: "changes[3]: artifact owner `org:other` does not match connector type owner `org:acme`", field: "attestation.owner", change_index: 3 },
-  "capacity-exceeded": { detail: "connector admission capacity is exhausted for scope `tenant`", scope: "tenant", limit: 1000, retry_after_ms: 100 },
+  "capacity-exceeded": {
+    detail: "connector admission capacity is exhausted for scope `tenant`",
+    scope: "tenant",
+    limit: 1000,
+    retry_after_ms: RETRY_AFTER_MS.soon,
+  },
   internal: { detail: "internal error" },
-  "replica-unavailable": { detail: "no ready connector replica for instance `cinst_tenant_a_crm`", instance_id: "cinst_tenant_a_crm", retry_after_ms: 1000 },
+  "replica-unavailable": {
+    detail: "no ready connector replica for instance `cinst_tenant_a_crm`",
+    instance_id: "cinst_tenant_a_crm",
+    retry_after_ms: RETRY_AFTER_MS.later,
+  },
   storage: { detail: "the registry database is unavailable or failed; nothing is inferred to have committed" },
   "auth-unavailable": {
     detail: "bearer tokens cannot be verified right now: the identity provider's key set is unavailable; retry later",

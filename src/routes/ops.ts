@@ -42,7 +42,15 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry):
       } catch (error) {
         const reason = fromDatabaseError(error).message;
         return c.json(
-          { status: "not_ready" as const, reason, schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null },
+          {
+            status: "not_ready" as const,
+            reason,
+            schema_version: null,
+            functions_checksum: null,
+            catalog_revision: null,
+            statement_timeout: null,
+            tables_intact: null,
+          },
           503,
         );
       }

@@ -106,4 +106,19 @@ describe("doctor and expire-leases", () => {
       await db.owner.query("UPDATE aip_connector_replicas SET active_assignments = active_assignments - 1 WHERE replica_id = 'crepl_cli_tenant-a'");
     }
   });
+
+  it("fails (exit 1) when a table was changed by hand since the migrations, over HTTP and SQL", async () => {
+    await db.owner.query("CREATE INDEX aip_cli_hand_made_idx ON aip_route_assignments (tenant_id)");
+    try {
+      const [result, sql] = await Promise.all([cli("doctor"), runCli(["doctor", "--json", "--database-url", db.dataUrl], { env: cleanEnv() })]);
+      expect(result.code).toBe(1);
+      expect(result.stdout).toMatch(/^ok\s+schema: version \d+, functions intact/m);
+      expect(result.stdout).toMatch(/^FAIL\s+tables: the registry's tables, columns or indexes differ from what the migrations made/m);
+      expect(sql.code).toBe(1);
+      expect(JSON.parse(sql.stdout)).toMatchObject({ healthy: false, readiness: { status: "ready", tables_intact: false } });
+    } finally {
+      await db.owner.query("DROP INDEX aip_cli_hand_made_idx");
+    }
+    expect((await cli("doctor")).code).toBe(0);
+  });
 });

@@ -40,6 +40,7 @@ export function operationsConformance(api: Api): void {
         schema_version: expect.any(Number),
         functions_checksum: expect.any(String),
         catalog_revision: expect.any(Number),
+        tables_intact: true,
       });
     });
 

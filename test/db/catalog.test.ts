@@ -3,6 +3,7 @@
  * complete visibility chain, tenant isolation, internal reads) and the filters.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ANY_REVISION } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { catalogRevision, expectCode, idsOf } from "../support/catalog.js";
 import { binding, connectorType, instance, version, type CapabilitySpec } from "../support/fleet.js";
@@ -269,4 +270,34 @@ beforeAll(async () => {
   const ids = ["cap:lit.a_c", "cap:lit.abc", "cap:lit.a%c", "cap:lit.axxc", "cap:lit.a\\c", "cap:adm_bound.a", "cap:adm_bound.b", "cap:adm_free.a"];
   const { rows } = await db.owner.query<{ id: string }>("SELECT unnest($1::text[]) AS id ORDER BY 1", [ids]);
   collationOrder = new Map(rows.map((row, index) => [row.id, index]));
+});
+
+describe("not modified: one rule for a page and a definition", () => {
+  it("answers the same revision, and any revision (If-None-Match: *) for an answer that exists, without building it", async () => {
+    const c = await chain("nm");
+    const revision = await catalogRevision(db.owner);
+    for (const ifRevision of [revision, ANY_REVISION]) {
+      expect(await db.registry.catalogPageText(c.tenant, {}, ifRevision)).toEqual({ catalog_revision: revision, text: null, not_modified: true });
+      expect(await db.registry.catalogGetText(c.tenant, c.caps[0]!, ifRevision)).toEqual({ catalog_revision: revision, text: null, not_modified: true });
+    }
+    // A definition the tenant does not see is no answer "any" can match (404, not 304); at the
+    // same revision the validator is the caller's to hold, as for a page.
+    for (const [tenant, cap] of [
+      [c.tenant, "cap:nm.nothing"],
+      ["tenant-other", c.caps[0]!],
+      [null, c.caps[0]!],
+    ] as const) {
+      expect(await db.registry.catalogGetText(tenant, cap, ANY_REVISION)).toEqual({ catalog_revision: revision, text: null, not_modified: false });
+    }
+    // A page without a tenant is empty, and exists.
+    expect((await db.registry.catalogPageText(null, {}, ANY_REVISION)).not_modified).toBe(true);
+    // Another revision, or none: the answer.
+    for (const ifRevision of [revision - 1, null]) {
+      const page = await db.registry.catalogPageText(c.tenant, {}, ifRevision);
+      const definition = await db.registry.catalogGetText(c.tenant, c.caps[0]!, ifRevision);
+      expect([page.not_modified, definition.not_modified]).toEqual([false, false]);
+      expect(JSON.parse(page.text!).catalog_revision).toBe(revision);
+      expect(JSON.parse(definition.text!).definition.capability.id).toBe(c.caps[0]);
+    }
+  });
 });

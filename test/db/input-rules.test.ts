@@ -1,7 +1,9 @@
 /**
  * Input rules kept on purpose in both layers: zod (src/schemas.ts) gives callers precise 400s
  * before a round trip, and the SQL readers repeat them because the database must hold whoever
- * calls it. One table of cases goes to both, through the schemas the routes use and through the
+ * calls it. Both read their bounds and lists from the same TypeScript modules (the SQL side
+ * through the generated functions/01_constants.sql), and the checks themselves are written twice:
+ * one table of cases goes to both, through the schemas the routes use and through the
  * SQL entry points (or, where an entry point needs a whole record first, the SQL validator the
  * entry point calls), and the verdicts must agree: refused by zod exactly when the database
  * answers `invalid`. Lengths are UTF-8 bytes in both (octet_length), so the multi-byte cases
@@ -10,7 +12,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "@hono/zod-openapi";
 import { fromDatabaseError } from "../../src/registry/errors.js";
+import { JSON_DEPTH_MAX, LEASE_TTL_MS, TEXT_BYTES } from "../../src/limits.js";
 import { boundedNesting, CatalogQuery, Change, Digest, LifecycleOperation, LifecycleRequest, ResolveRequest, SettlementOutcome } from "../../src/schemas.js";
+import { VERSION_STATUSES } from "../../src/vocabulary.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 
 let db: TestDatabase;
@@ -67,13 +71,28 @@ const idCases = (max: number): [string, unknown, boolean][] => [
   ["not a string", 5, false],
 ];
 
+/** A put_replica change that both layers accept. */
+const REPLICA = {
+  op: "put_replica",
+  id: "r",
+  instance_id: "i",
+  version_id: "v",
+  endpoint: "https://h.example/aip",
+  peer_principal_id: "service:r",
+  peer_principal_kind: "service",
+  peer_did: "did:web:h.example",
+  trust_domain: "example",
+  transport_profile: "aip.native.http.v1",
+  capacity: 1,
+};
+
 const RULES: Record<string, Rule> = {
-  "Id (256 bytes): version id of set_version_status (aip_pub_prepare)": {
+  "Id (TEXT_BYTES.id): version id of set_version_status (aip_pub_prepare)": {
     zod: (id) => Change.safeParse({ op: "set_version_status", id, status: "active" }).success,
     sql: (id) => sqlAccepts("SELECT aip_pub_prepare($1::jsonb)", [json({ op: "set_version_status", id, status: "active" })]),
-    cases: idCases(256),
+    cases: idCases(TEXT_BYTES.id),
   },
-  "Id (1024 bytes): secret_provider_ref of put_instance (aip_pub_prepare)": {
+  "Id (TEXT_BYTES.secret_provider_ref): secret_provider_ref of put_instance (aip_pub_prepare)": {
     zod: (ref) =>
       Change.safeParse({ op: "put_instance", id: "i", connector_type_id: "t", version_id: "v", tenant_id: "tn", config_revision: 1, secret_provider_ref: ref })
         .success,
@@ -81,13 +100,28 @@ const RULES: Record<string, Rule> = {
       sqlAccepts("SELECT aip_pub_prepare($1::jsonb)", [
         json({ op: "put_instance", id: "i", connector_type_id: "t", version_id: "v", tenant_id: "tn", config_revision: 1, secret_provider_ref: ref }),
       ]),
-    cases: idCases(1024),
+    cases: idCases(TEXT_BYTES.secret_provider_ref),
   },
-  "Id (256 bytes): capability_id of a resolve (aip_resolve_route)": {
+  "Id (TEXT_BYTES.peer_did): peer_did of put_replica (aip_pub_prepare)": {
+    zod: (peer_did) => Change.safeParse({ ...REPLICA, peer_did }).success,
+    sql: (peer_did) => sqlAccepts("SELECT aip_pub_prepare($1::jsonb)", [json({ ...REPLICA, peer_did })]),
+    cases: idCases(TEXT_BYTES.peer_did),
+  },
+  "Endpoint (TEXT_BYTES.endpoint bytes, aip_check_endpoint)": {
+    zod: (endpoint) => Change.safeParse({ ...REPLICA, endpoint }).success,
+    sql: (endpoint) => sqlAccepts("SELECT aip_pub_prepare($1::jsonb)", [json({ ...REPLICA, endpoint })]),
+    cases: [
+      ["at the limit", `https://h.example/${"a".repeat(TEXT_BYTES.endpoint - 18)}`, true],
+      ["one byte over", `https://h.example/${"a".repeat(TEXT_BYTES.endpoint - 17)}`, false],
+      ["two-byte characters one byte over", `https://h.example/${"é".repeat((TEXT_BYTES.endpoint - 18) / 2)}a`, false],
+      ["a query", "https://h.example/?q=1", false],
+    ],
+  },
+  "Id (TEXT_BYTES.id): capability_id of a resolve (aip_resolve_route)": {
     zod: (capability_id) => ResolveRequest.safeParse({ capability_id }).success,
     sql: (capability_id) => sqlAccepts("SELECT aip_resolve_route('act-seam', 'tenant-seam', $1, '{}'::jsonb)", [capability_id]),
     // The function takes it as a text parameter: only strings reach it.
-    cases: idCases(256).filter(([, value]) => typeof value === "string"),
+    cases: idCases(TEXT_BYTES.id).filter(([, value]) => typeof value === "string"),
   },
   "Label: topology.region of a resolve (aip_resolve_route)": {
     zod: (region) => ResolveRequest.safeParse({ capability_id: "cap:seam", topology: { region } }).success,
@@ -115,15 +149,15 @@ const RULES: Record<string, Rule> = {
       ["empty", "", false],
     ],
   },
-  "Nesting depth 128 (aip_canonical_json, which admission and publication run)": {
+  "Nesting depth JSON_DEPTH_MAX (aip_canonical_json, which admission and publication run)": {
     zod: (v) => boundedNesting(z.unknown()).safeParse(v).success,
     sql: (v) => sqlAccepts("SELECT aip_canonical_json($1::jsonb)", [json(v)]),
     cases: [
-      ["arrays 128 deep", nested(128, (x) => [x]), true],
-      ["arrays 129 deep", nested(129, (x) => [x]), false],
-      ["objects 128 deep", nested(128, (x) => ({ k: x })), true],
-      ["objects 129 deep", nested(129, (x) => ({ k: x })), false],
-      ["mixed 129 deep", nested(129, (x) => (Array.isArray(x) ? { k: x } : [x])), false],
+      ["arrays at the limit", nested(JSON_DEPTH_MAX, (x) => [x]), true],
+      ["arrays one deeper", nested(JSON_DEPTH_MAX + 1, (x) => [x]), false],
+      ["objects at the limit", nested(JSON_DEPTH_MAX, (x) => ({ k: x })), true],
+      ["objects one deeper", nested(JSON_DEPTH_MAX + 1, (x) => ({ k: x })), false],
+      ["mixed one deeper", nested(JSON_DEPTH_MAX + 1, (x) => (Array.isArray(x) ? { k: x } : [x])), false],
       ["wide and shallow", { a: Array.from({ length: 200 }, (_, i) => ({ i })) }, true],
     ],
   },
@@ -150,7 +184,7 @@ const RULES: Record<string, Rule> = {
     zod: (status) => Change.safeParse({ op: "set_version_status", id: "v", status }).success,
     sql: (status) => sqlAccepts("SELECT aip_pub_prepare($1::jsonb)", [json({ op: "set_version_status", id: "v", status })]),
     cases: [
-      ...["candidate", "admitted", "active", "revoked"].map((s): [string, unknown, boolean] => [s, s, true]),
+      ...VERSION_STATUSES.map((s): [string, unknown, boolean] => [s, s, true]),
       ["unknown", "retired", false],
       ["capitalized", "Active", false],
       ["missing", undefined, false],
@@ -184,10 +218,10 @@ const RULES: Record<string, Rule> = {
     sql: (lease_ttl_ms) =>
       sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL)", [json({ request_id: "r", previous_sequence: 0, lease_ttl_ms })]),
     cases: [
-      ["the minimum", 1000, true],
-      ["below the minimum", 999, false],
-      ["the maximum", 300000, true],
-      ["above the maximum", 300001, false],
+      ["the minimum", LEASE_TTL_MS.min, true],
+      ["below the minimum", LEASE_TTL_MS.min - 1, false],
+      ["the maximum", LEASE_TTL_MS.max, true],
+      ["above the maximum", LEASE_TTL_MS.max + 1, false],
       ["not an integer", 1500.5, false],
       ["a string", "30000", false],
       ["absent (default)", undefined, true],

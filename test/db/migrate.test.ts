@@ -1,6 +1,7 @@
 /**
  * The migration runner: idempotent, safe when two run at once, checksum-verified, all or nothing,
- * and self-healing when someone edits an installed function by hand.
+ * self-healing when someone edits an installed function by hand, and telling when someone
+ * changes a table, a column or an index by hand.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
@@ -44,7 +45,7 @@ const run = (url: string, options: Parameters<typeof migrate>[1] = {}) => withPg
 
 async function schemaStatus() {
   const { rows } = await db.owner.query("SELECT aip_schema_status() AS s");
-  return rows[0].s as { schema_version: number; functions_intact: boolean; functions_checksum: string };
+  return rows[0].s as { schema_version: number; functions_intact: boolean; functions_checksum: string; tables_intact: boolean | null };
 }
 
 async function migrationRows(url: string) {
@@ -166,5 +167,68 @@ describe("hand-edited functions", () => {
   it("are detected when a function loses SECURITY DEFINER or its settings", async () => {
     await expectDriftRepaired("ALTER FUNCTION aip_publish(jsonb, boolean) SECURITY INVOKER");
     await expectDriftRepaired("ALTER FUNCTION aip_publish(jsonb, boolean) RESET lock_timeout");
+  });
+});
+
+describe("hand-made table changes", () => {
+  async function expectDriftReported(edit: string, undo: string) {
+    expect((await schemaStatus()).tables_intact).toBe(true);
+    await db.owner.query(edit);
+    expect((await schemaStatus()).tables_intact).toBe(false);
+    // Still served (no migration can repair it), but said so, and a migration does not absorb it.
+    expect(await verifySchema(db.registry)).toMatchObject({ ok: true, tables_intact: false });
+    const lines: string[] = [];
+    expect(await run(db.ownerUrl, { log: (line) => lines.push(line) })).toMatchObject({ applied: [], tablesIntact: false });
+    expect(lines.join("\n")).toMatch(/tables, columns or indexes differ from what the migrations made/);
+    expect((await schemaStatus()).tables_intact).toBe(false);
+    await db.owner.query(undo);
+    expect((await schemaStatus()).tables_intact).toBe(true);
+    expect(await run(db.ownerUrl)).toMatchObject({ tablesIntact: true });
+  }
+
+  it("are recorded by the migrator and intact on a migrated database", async () => {
+    const { rows } = await db.owner.query("SELECT digest FROM aip_schema_tables WHERE singleton");
+    expect(rows[0].digest).toMatch(/^[0-9a-f]{64}$/);
+    expect((await schemaStatus()).tables_intact).toBe(true);
+  });
+
+  it("are detected when an index is added or dropped", async () => {
+    await expectDriftReported("CREATE INDEX aip_hand_made_idx ON aip_route_assignments (tenant_id)", "DROP INDEX aip_hand_made_idx");
+    await expectDriftReported(
+      "DROP INDEX aip_connector_replicas_peer_idx",
+      "CREATE INDEX aip_connector_replicas_peer_idx ON aip_connector_replicas USING btree (peer_principal_id)",
+    );
+  });
+
+  it("are detected when a column, a default, a constraint or a grant changes", async () => {
+    await expectDriftReported("ALTER TABLE aip_connector_types ADD COLUMN note text", "ALTER TABLE aip_connector_types DROP COLUMN note");
+    await expectDriftReported(
+      "ALTER TABLE aip_connector_replicas ALTER COLUMN status SET DEFAULT 'ready'",
+      "ALTER TABLE aip_connector_replicas ALTER COLUMN status SET DEFAULT 'offline'",
+    );
+    await expectDriftReported(
+      "ALTER TABLE aip_admission_counters DROP CONSTRAINT aip_admission_counters_active",
+      "ALTER TABLE aip_admission_counters ADD CONSTRAINT aip_admission_counters_active CHECK (active >= 0)",
+    );
+    await expectDriftReported("GRANT SELECT ON aip_route_assignments TO aip_registry_data", "REVOKE SELECT ON aip_route_assignments FROM aip_registry_data");
+  });
+
+  it("are recorded again when a migration runs", async () => {
+    await db.owner.query("UPDATE aip_schema_tables SET digest = 'stale'");
+    expect((await schemaStatus()).tables_intact).toBe(false);
+    const migrations = await loadMigrations();
+    const next = {
+      version: migrations.length + 1,
+      name: "9999_add_note",
+      sql: "ALTER TABLE aip_connector_types ADD COLUMN note text",
+      checksum: "n".repeat(64),
+    };
+    expect(await run(db.ownerUrl, { migrations: [...migrations, next] })).toMatchObject({ applied: ["9999_add_note"], tablesIntact: true });
+    expect((await schemaStatus()).tables_intact).toBe(true);
+    // Leave the database as the other tests expect it.
+    await db.owner.query("ALTER TABLE aip_connector_types DROP COLUMN note");
+    await db.owner.query("DELETE FROM aip_schema_migrations WHERE version = $1", [next.version]);
+    await db.owner.query("DELETE FROM aip_schema_tables");
+    expect(await run(db.ownerUrl)).toMatchObject({ applied: [], tablesIntact: true });
   });
 });

@@ -9,7 +9,7 @@
  *
  * It also checks that no SQL-language function is really called on a hot path: one that the
  * planner cannot inline is parsed, analyzed and planned again on every call (PostgreSQL < 18),
- * which once cost the routing cycle half its server CPU (functions/00_support.sql, aip_sha256).
+ * which once cost the routing cycle half its server CPU (functions/03_canonical_json.sql, aip_sha256).
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -234,11 +234,11 @@ describe.each(MODES)("route retention plans at fleet scale (%s)", (mode) => {
       for (let n = 0; n < 7; n++) {
         const captured = await capture("SELECT aip_admin_routes_page(now(), now() - interval '30 days', $1, 100) AS page", [cursor]);
         plans.push(...captured);
-        const { rows } = await session.query<{ page: { next_cursor: string | null } }>(
+        const read: { rows: { page: { next_cursor: string | null } }[] } = await session.query(
           "SELECT aip_admin_routes_page(now(), now() - interval '30 days', $1, 100) AS page",
           [cursor],
         );
-        cursor = rows[0]!.page.next_cursor;
+        cursor = read.rows[0]!.page.next_cursor;
       }
       expect(cursor).not.toBeNull();
       expect(seqScans(plans)).toEqual([]);

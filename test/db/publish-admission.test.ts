@@ -102,7 +102,7 @@ describe("supply-chain evidence", () => {
 });
 
 describe("SDK version requirement", () => {
-  // This registry implements the 1.0.0 registry/SDK contracts (functions/20_publish.sql).
+  // This registry implements the 1.0.0 registry/SDK contracts (REGISTRY_SDK_VERSION, src/vocabulary.ts).
   it.each(["^1.0", "^1", "1.0.0", "=1.0.0", ">=1.0, <2.0", "~1.0", "1.*", "1.x", "*", ">=0.9.0", "<=1.0.0", ">0.9.9", " ^1.0.0 , <1.1 "])(
     "admits an artifact whose requirement %j includes 1.0.0",
     async (requirement) => {

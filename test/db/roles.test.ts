@@ -5,6 +5,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pgExecutor } from "../../src/db/pg.js";
+import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { connectorType, publishSimpleFleet } from "../support/fleet.js";
@@ -53,12 +54,14 @@ afterAll(async () => {
 });
 
 /** The SQLSTATE the statement fails with ('' when it succeeds). */
+/** The SQLSTATE a statement fails with, or for a registry problem its code ("problem:forbidden"). */
 async function sqlstate(client: pg.Client, text: string, params: unknown[] = []): Promise<string> {
   try {
     await client.query(text, params);
     return "";
   } catch (error) {
-    return String((error as { code?: string }).code);
+    const { code, detail } = error as { code?: string; detail?: string };
+    return code === PROBLEM_SQLSTATE ? `problem:${(JSON.parse(String(detail)) as { code: string }).code}` : String(code);
   }
 }
 
@@ -150,11 +153,13 @@ describe("the data role", () => {
     expect(await sqlstate(data, "SELECT aip_operator_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb)", [offline])).toBe("42501");
     // The host entry point refuses a missing or empty principal (no NULL-means-operator back door)...
     for (const principal of [null, "", "  "]) {
-      expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, $2)", [offline, principal])).toBe("AR403");
+      expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, $2)", [offline, principal])).toBe(
+        "problem:forbidden",
+      );
     }
     // ...and another host's principal finds nothing.
     expect(await sqlstate(data, "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', $1::jsonb, 'service:someone-else')", [offline])).toBe(
-      "AR404",
+      "problem:not-found",
     );
     expect(await registryState(db.owner)).toEqual(before);
     // The replica's own principal may, and so may the control role as operator.

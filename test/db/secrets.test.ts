@@ -12,6 +12,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, registerReplica, replica, requestId, version } from "../support/fleet.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
@@ -166,7 +167,7 @@ describe("credential values are never persisted", () => {
       const assignment = routed.rows[0]!.r.assignment;
       await expect(
         data.query("SELECT aip_settle_route('act_sec_sql', $1, $2::jsonb, 'completed')", [TENANT, JSON.stringify({ ...assignment, ...smuggled })]),
-      ).rejects.toMatchObject({ code: "AR4F9" });
+      ).rejects.toMatchObject({ code: PROBLEM_SQLSTATE, detail: expect.stringContaining('"code": "fence-lost"') });
       await data.query("SELECT aip_settle_route('act_sec_sql', $1, $2::jsonb, 'completed')", [TENANT, JSON.stringify(assignment)]);
     } finally {
       await Promise.all([control.end(), data.end()]);

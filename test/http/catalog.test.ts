@@ -177,6 +177,9 @@ describe("ETag revalidation", () => {
     const etag = first.headers.get("etag")!;
     expect((await get(path, tokenA, { "if-none-match": etag })).status).toBe(304);
     expect((await get(`/v1/catalog/capabilities/${enc("cap:h.beta")}`, tokenA, { "if-none-match": etag })).status).toBe(200);
+    // `*` matches a definition the tenant sees, and no other: that one is still 404.
+    expect((await get(path, tokenA, { "if-none-match": "*" })).status).toBe(304);
+    expect((await get(`/v1/catalog/capabilities/${enc("cap:h.nothing")}`, tokenA, { "if-none-match": "*" })).status).toBe(404);
     await db.registry.publish([policy("quota:http-etag-single")]);
     expect((await get(path, tokenA, { "if-none-match": etag })).status).toBe(200);
   });

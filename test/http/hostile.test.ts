@@ -10,6 +10,7 @@ import { SignJWT } from "jose";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalDigest } from "../../src/canonical-json.js";
+import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
 import { expectSaneAnswer, nested } from "../support/fuzz.js";
@@ -84,7 +85,10 @@ describe("nesting: 128 levels pass, 129 are refused, by the HTTP schema and by S
     await control.connect();
     try {
       const changes = (JSON.parse(deep.body) as { changes: unknown }).changes;
-      await expect(control.query("SELECT aip_publish($1::jsonb, false)", [JSON.stringify(changes)])).rejects.toMatchObject({ code: "AR400" });
+      await expect(control.query("SELECT aip_publish($1::jsonb, false)", [JSON.stringify(changes)])).rejects.toMatchObject({
+        code: PROBLEM_SQLSTATE,
+        detail: expect.stringContaining('"code": "invalid"'),
+      });
     } finally {
       await control.end();
     }

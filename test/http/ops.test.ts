@@ -1,7 +1,8 @@
 /**
  * Liveness and readiness. /readyz is ready only when the database answers, runs the schema
  * version and function set this build expects, and those functions were not edited by hand; it
- * reports the schema version and the catalog revision either way it can.
+ * reports the schema version and the catalog revision either way it can, and whether the tables
+ * are still as the migrations made them.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
@@ -58,7 +59,14 @@ describe("operations endpoints", () => {
     const first = await readyz(api);
     expect(first).toEqual({
       status: 200,
-      body: { status: "ready", schema_version: SCHEMA_VERSION, functions_checksum: FUNCTIONS_CHECKSUM, catalog_revision: 0, statement_timeout: "10s" },
+      body: {
+        status: "ready",
+        schema_version: SCHEMA_VERSION,
+        functions_checksum: FUNCTIONS_CHECKSUM,
+        catalog_revision: 0,
+        statement_timeout: "10s",
+        tables_intact: true,
+      },
     });
     await db.registry.publish([connectorType("ctype_ops")]);
     expect((await readyz(api)).body.catalog_revision).toBe(1);
@@ -95,5 +103,16 @@ describe("operations endpoints", () => {
       await db.owner.query(original);
     }
     expect((await readyz(api)).status).toBe(200);
+  });
+
+  it("/readyz stays ready but says so when a table was changed by hand (no migration can undo it)", async () => {
+    const api = createTestApi(db.registry);
+    await db.owner.query("ALTER TABLE aip_connector_types ADD COLUMN hand_made text");
+    try {
+      expect(await readyz(api)).toMatchObject({ status: 200, body: { status: "ready", tables_intact: false } });
+    } finally {
+      await db.owner.query("ALTER TABLE aip_connector_types DROP COLUMN hand_made");
+    }
+    expect(await readyz(api)).toMatchObject({ status: 200, body: { tables_intact: true } });
   });
 });
