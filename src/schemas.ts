@@ -356,6 +356,7 @@ export const RouteExportRecord = z
       .openapi({ description: "Where the export started (absent or null: at the beginning); at or before the current `exported_before`." }),
     settled_before: TimeInput.openapi({ description: "The `settled_before` its pages answered." }),
   })
+  .strict()
   .openapi("RouteExportRecord", { example: { settled_after: "2026-10-01T00:00:00Z", settled_before: "2026-11-01T00:00:00Z" } });
 
 export const RouteExportWatermarks = z
