@@ -33,7 +33,9 @@ import { registerFleetRoutes } from "./routes/fleet.js";
 import { registerOpsRoutes } from "./routes/ops.js";
 import { registerReaderRoutes } from "./routes/reader.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
+import { registerRouteExportRoutes } from "./routes/route-export.js";
 import { registerRoutingRoutes } from "./routes/routing.js";
+import type { RetentionSettings } from "./route-retention.js";
 
 export type { AccessLogEntry } from "./observability/access-log.js";
 export type { MetricsOptions, PoolUsage } from "./observability/metrics.js";
@@ -60,6 +62,8 @@ export interface AppOptions {
   transportFailure?: (c: Context) => RegistryError | undefined;
   /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
   onLease?: LeaseListener;
+  /** The evidence window `POST /v1/fleet/route-retention` applies (ROUTE_RETENTION_DAYS); absent: retention is off and it answers 409. */
+  routeRetention?: Pick<RetentionSettings, "days" | "requireExport">;
   /**
    * Compress answers for clients that accept it (the Node server; a Worker leaves it to
    * Cloudflare): catalog answers once per cached answer, the OpenAPI document once per process,
@@ -115,7 +119,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerReplicaRoutes(app, registry, options.onLease);
   registerReaderRoutes(app, registry);
   registerAdminRoutes(app, registry);
-  registerFleetRoutes(app, registry, options.onLease);
+  registerRouteExportRoutes(app, registry);
+  registerFleetRoutes(app, registry, options.onLease, options.routeRetention);
   registerDocsRoutes(app, options.docsAssets ?? "bundled");
   if (options.dashboard ?? true) registerDashboardRoute(app);
   if (metrics && options.metrics) registerMetricsRoute(app, { registry, metrics, authenticator: options.authenticator, options: options.metrics });

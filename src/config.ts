@@ -84,6 +84,10 @@ export const ConfigSchema = z.object({
   LEASE_MAINTENANCE_INTERVAL_MS: bounded(L.LEASE_MAINTENANCE_INTERVAL_MS),
   LEASE_EXPIRY_BATCH: bounded(L.LEASE_EXPIRY_BATCH),
   LEASE_EXPIRY_MAX_BATCHES: bounded(L.LEASE_EXPIRY_MAX_BATCHES),
+  /** Days a released route is kept as evidence before lease maintenance removes it (0: forever; src/route-retention.ts). */
+  ROUTE_RETENTION_DAYS: bounded(L.ROUTE_RETENTION_DAYS),
+  /** Remove only routes an export covered (`aip-registry routes export` records how far). */
+  ROUTE_RETENTION_REQUIRE_EXPORT: flag(false),
   /**
    * Catalog reads (pages, single definitions, 304 validations) from a read replica: a PostgreSQL
    * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.

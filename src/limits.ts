@@ -66,6 +66,41 @@ export const LEASE_EXPIRY_MAX_BATCHES: RangeBound = { default: 8, min: 1, max: 1
 /** The shortest pause between two lease maintenance cycles (LEASE_MAINTENANCE_INTERVAL_MS; 0 = off). */
 export const LEASE_MAINTENANCE_INTERVAL_MS: RangeBound = { default: 1000, min: 0, max: 3_600_000 };
 
+/**
+ * The route evidence window (ROUTE_RETENTION_DAYS): a released route is kept this many days after
+ * its last settlement, then route retention removes it (aip_remove_settled_routes,
+ * aip_route_retention_days_max(); it refuses a window below a day, which the retry contract's
+ * check relies on). 0 keeps every route forever. README, "Route retention", gives the reasons for
+ * the default.
+ */
+export const ROUTE_RETENTION_DAYS: RangeBound = { default: 30, min: 0, max: 36_500 };
+
+/** Routes per retention batch (`POST /v1/fleet/route-retention?limit=`, the CLI's `routes prune`): aip_remove_settled_routes, aip_route_retention_batch_min() and _max(). */
+export const ROUTE_RETENTION_BATCH: RangeBound = { default: 500, min: 1, max: 10_000 };
+
+/**
+ * How far a gateway's clock may run ahead of the database's when it mints an `act_` + UUIDv7
+ * action ID: a new route for an action minted before route retention's watermark plus this is
+ * refused `route-expired` (aip_check_action_retained, aip_action_clock_allowance_ms()).
+ */
+export const ACTION_CLOCK_ALLOWANCE_MS = 3_600_000;
+
+/**
+ * How long before an export's first page its upper bound must lie, so that every settlement
+ * before the bound has committed when the page is read (a settlement is one short statement):
+ * aip_admin_routes_page and aip_record_route_export, aip_route_export_lag_ms().
+ */
+export const ROUTE_EXPORT_LAG_MS = 3_600_000;
+
+/**
+ * The shortest pause between two retention runs of one process once it has caught up (src/route-retention.ts):
+ * a route is removed within about this long after its window ends, while maintenance cycles run.
+ */
+export const ROUTE_RETENTION_PAUSE_MS = 15 * 60_000;
+
+/** Routes per export page (`GET /v1/admin/routes`, the CLI's `routes export`): aip_admin_routes_page, aip_routes_export_page_default() and _max(). */
+export const ROUTES_EXPORT_PAGE: PageBound = { default: 1000, max: 1000 };
+
 /** A replica lease's length (`lease_ttl_ms`): aip_replica_transition, aip_lease_ttl_ms_default(), _min() and _max(). */
 export const LEASE_TTL_MS: RangeBound = { default: 30_000, min: 1000, max: 300_000 };
 

@@ -11,7 +11,8 @@
  * earliest one, so together they cover every live lease; concurrent cycles take disjoint batches.
  */
 import type { Registry } from "./registry/registry.js";
-import { backoff, planNextCycle, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle, type MaintenanceStats } from "./maintenance.js";
+import { backoff, planNextCycle, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle, type MaintenanceStats } from "./maintenance.js";
+import type { RetentionSchedule } from "./route-retention.js";
 
 /** Time and timers, injectable so tests can drive a simulated clock. */
 export interface MaintenanceClock {
@@ -57,6 +58,8 @@ export function createMaintenanceTimer(
     /** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS), > 0. */
     minIntervalMs: number;
     bounds?: MaintenanceBounds;
+    /** Route retention, run within these cycles (src/route-retention.ts); none: routes are kept. */
+    retention?: RetentionSchedule;
     clock?: MaintenanceClock;
     onError?: (error: unknown) => void;
     onCycle?: (cycle: MaintenanceCycle) => void;
@@ -91,7 +94,7 @@ export function createMaintenanceTimer(
     running = (async () => {
       let next: number | null;
       try {
-        const result = await runLeaseMaintenance(registry, options.bounds);
+        const result = await runMaintenanceCycle(registry, options.bounds, options.retention, clock.now);
         stats.runs++;
         stats.expired += result.expired;
         stats.released += result.released;

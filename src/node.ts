@@ -28,6 +28,7 @@ import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
 import { nodeCompressor } from "./node/compression.js";
+import { RetentionSchedule, retentionSettings } from "./route-retention.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
 import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
 import { jsonLines } from "./observability/access-log.js";
@@ -296,15 +297,19 @@ export async function startServer(
   const authenticator = authenticatorFrom({ ...config, AUTH_HS256_SECRET: secret });
   // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
   // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
+  // Route retention rides on its cycles (src/route-retention.ts).
+  const retention = retentionSettings(config);
   const maintenance =
     config.LEASE_MAINTENANCE_INTERVAL_MS > 0
       ? createMaintenanceTimer(registry, {
           minIntervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
           bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
+          ...(retention ? { retention: new RetentionSchedule(retention) } : {}),
           ...(options.maintenanceClock ? { clock: options.maintenanceClock } : {}),
           onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
-          onCycle: ({ expired, released }) => {
+          onCycle: ({ expired, released, retention: retained }) => {
             if (expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired, released }));
+            if (retained && retained.removed > 0) console.log(JSON.stringify({ level: "info", msg: "routes removed", removed: retained.removed }));
           },
         })
       : undefined;
@@ -334,6 +339,7 @@ export async function startServer(
         }
       : {}),
     ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
+    ...(retention ? { routeRetention: retention } : {}),
   });
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
   maintenance?.start();

@@ -34,6 +34,12 @@ export function sqlBackend(databaseUrl: string): Backend {
     fleetRegions: async () => (await registry.fleetRegions()).regions,
     checkInvariants: () => registry.checkInvariants(),
     expireLeases: (limit) => registry.expireLeases(limit),
+    async removeSettledRoutes(limit, window) {
+      if (!window) throw new Error("over SQL the evidence window must be given");
+      return registry.removeSettledRoutes(window.days, window.requireExport, limit);
+    },
+    routesPage: (query) => registry.routesPage(query),
+    recordRouteExport: (after, before) => registry.recordRouteExport(after, before),
     close: () => pool.end(),
   };
 }

@@ -246,6 +246,16 @@ describe("invariant checker", () => {
     ]);
   });
 
+  it("reports a released route without its settlement, which route retention and export would never find", async () => {
+    const released = routes[3]!.action_id;
+    const report = await reportWith("UPDATE aip_route_assignments SET settled_at = NULL WHERE action_id = $1", [released]);
+    expect(report.violations).toEqual([
+      { kind: "released_without_settlement", detail: { action_id: released, last_settlement: "completed", settled_at: null } },
+    ]);
+    const outcome = await reportWith("UPDATE aip_route_assignments SET last_settlement = NULL WHERE action_id = $1", [released]);
+    expect(outcome.violations.map((v) => v.kind)).toEqual(["released_without_settlement"]);
+  });
+
   it("is healthy again once nothing is corrupted (every change above was rolled back)", async () => {
     expect(await db.registry.checkInvariants()).toMatchObject({ healthy: true, violations: [] });
   });

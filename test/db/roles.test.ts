@@ -20,9 +20,11 @@ const CONTROL_FUNCTIONS = [
   "aip_admin_bindings(text,text,integer)",
   "aip_admin_catalog_page(text,boolean,jsonb)",
   "aip_admin_get(text,text)",
+  "aip_admin_routes_page(timestampwithtimezone,timestampwithtimezone,text,integer)",
   "aip_check_invariants()",
   "aip_operator_replica_lifecycle(text,text,jsonb)",
   "aip_publish(jsonb,boolean)",
+  "aip_record_route_export(timestampwithtimezone,timestampwithtimezone)",
   "aip_schema_status()",
 ];
 const DATA_FUNCTIONS = [
@@ -36,6 +38,7 @@ const DATA_FUNCTIONS = [
   "aip_get_route(text,text)",
   "aip_host_replica_lifecycle(text,text,jsonb,text)",
   "aip_registry_read(text,text,text,text)",
+  "aip_remove_settled_routes(integer,boolean,integer)",
   "aip_resolve_route(text,text,text,jsonb)",
   "aip_schema_status()",
   "aip_settle_route(text,text,jsonb,text)",
@@ -86,7 +89,7 @@ async function executable(role: string): Promise<string[]> {
 }
 
 describe("function grants", () => {
-  it("let the control role execute exactly publication, administrative reads, operator lifecycle, invariants and schema status", async () => {
+  it("let the control role execute exactly publication, administrative reads, operator lifecycle, route export, invariants and schema status", async () => {
     expect(await executable("aip_registry_control")).toEqual(CONTROL_FUNCTIONS);
     expect(await executable("aip_test_control")).toEqual(CONTROL_FUNCTIONS);
   });
@@ -138,6 +141,8 @@ describe("the data role", () => {
       "SELECT aip_admin_get('connector_type', 'ctype_t')",
       "SELECT aip_admin_bindings('tenant-a', NULL, NULL)",
       "SELECT aip_admin_catalog_page(NULL, true, '{}'::jsonb)",
+      "SELECT aip_admin_routes_page(now(), NULL, NULL, 10)",
+      "SELECT aip_record_route_export(NULL, now() - interval '2 days')",
       "SELECT aip_canonical_json('{}'::jsonb)",
       "SELECT aip_fail('conflict', 'x')",
       "SELECT aip_catalog_revision_exclusive()",
@@ -198,6 +203,7 @@ describe("the control role", () => {
       "SELECT aip_settle_route('act_roles', 'tenant-a', '{}'::jsonb, 'completed')",
       "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', '{\"request_id\":\"msg_x\",\"previous_sequence\":1}'::jsonb, 'service:crepl_t_tenant-a')",
       "SELECT aip_expire_leases(10)",
+      "SELECT aip_remove_settled_routes(30, false, 10)",
       "SELECT aip_fleet_status()",
       "SELECT aip_catalog_page('tenant-a', '{}'::jsonb)",
       "SELECT aip_catalog_get('tenant-a', 'cap:t.search')",
