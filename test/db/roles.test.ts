@@ -267,6 +267,8 @@ describe("a data-plane-only registry (no control credentials)", () => {
       "GET /v1/admin/catalog/capabilities": ["/v1/admin/catalog/capabilities?unbound=true"],
       "GET /v1/admin/invariants": ["/v1/admin/invariants"],
       "GET /v1/admin/:kind/:id": ["/v1/admin/connector-types/ctype_t"],
+      "GET /v1/admin/routes": ["/v1/admin/routes?settled_before=2026-01-01T00:00:00Z"],
+      "POST /v1/admin/route-exports": ["/v1/admin/route-exports", { settled_before: "2026-01-01T00:00:00Z" }],
     };
     const operations = [...new Set(api.app.routes.filter((r) => r.path.startsWith("/v1/admin/") && r.method !== "ALL").map((r) => `${r.method} ${r.path}`))];
     expect(operations.sort()).toEqual(Object.keys(requests).sort());
@@ -281,6 +283,8 @@ describe("a data-plane-only registry (no control credentials)", () => {
       "GET /v1/admin/catalog/capabilities": 403,
       "GET /v1/admin/invariants": 200,
       "GET /v1/admin/:kind/:id": 403,
+      "GET /v1/admin/routes": 403,
+      "POST /v1/admin/route-exports": 403,
     });
     expect(await registryState(db.owner)).toEqual(before);
   });
