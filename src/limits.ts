@@ -83,6 +83,13 @@ export const DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 10_000, min: 0, ma
 /** Node control pool: publications of large manifests take longer (CONTROL_DB_STATEMENT_TIMEOUT_MS). */
 export const CONTROL_DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 60_000, min: 0, max: 3_600_000 };
 
+/**
+ * Node server: how long a graceful stop (SIGTERM, SIGINT) lets the requests in flight finish
+ * before their connections are cut (SHUTDOWN_DRAIN_MS). 8 s plus the 2 s the pools get to close
+ * fits Docker's default 10 s between SIGTERM and SIGKILL; Kubernetes gives 30 s, systemd 90 s.
+ */
+export const SHUTDOWN_DRAIN_MS: RangeBound = { default: 8_000, min: 0, max: 600_000 };
+
 /** Workers, HTTP transport: the longest wait for one statement, a waking compute included (NEON_HTTP_TIMEOUT_MS). */
 export const NEON_HTTP_TIMEOUT_MS: RangeBound = { default: 15_000, min: 100, max: 600_000 };
 

@@ -9,6 +9,7 @@ import { redactUrl, withPgSession } from "../db/pg.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
 import { startServer } from "../node.js";
 import { lockDataDir } from "../node/data-dir-lock.js";
+import { serveUntilSignal } from "../node/signals.js";
 import { EXIT, dataDir, str, type CommandContext } from "./context.js";
 import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
 
@@ -64,12 +65,6 @@ export async function serve(ctx: CommandContext): Promise<number> {
     const value = str(ctx.values, option);
     if (value !== undefined) env[variable] = value;
   }
-  const running = await startServer(env, ctx.io.out);
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once("SIGINT", () => resolve("SIGINT"));
-    process.once("SIGTERM", () => resolve("SIGTERM"));
-  });
-  ctx.io.err(`${signal}: shutting down`);
-  await running.close();
-  return EXIT.ok;
+  // Until SIGTERM or SIGINT, then the graceful stop (src/node/signals.ts): exit 0 once drained.
+  return serveUntilSignal(() => startServer(env, ctx.io.out));
 }
