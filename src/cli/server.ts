@@ -6,6 +6,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { MigrationError, migrate as runMigrations, type MigrationReport } from "../db/migrate.js";
 import { redactUrl, withPgSession } from "../db/pg.js";
+import { CLI_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
 import { startServer } from "../node.js";
 import { lockDataDir } from "../node/data-dir-lock.js";
@@ -20,7 +21,7 @@ export async function migrate(ctx: CommandContext): Promise<number> {
   if (url) {
     io.err(`migrating ${redactUrl(url)}`);
     try {
-      report = await withPgSession(url, (session) => runMigrations(session, { log: io.err }));
+      report = await withPgSession(url, (session) => runMigrations(session, { log: io.err }), { connectionTimeoutMs: CLI_CONNECT_TIMEOUT_MS });
     } catch (error) {
       if ((error as { code?: unknown }).code === "42501") {
         const role = new URL(url).username || "this role";
@@ -28,7 +29,7 @@ export async function migrate(ctx: CommandContext): Promise<number> {
           `${role} may not install the schema (${(error as Error).message}): migrations run as the database owner; pass the owner's URL with --database-url (docs/deploy.md)`,
         );
       }
-      throw isConnectionFailure(error) ? new RegistryUnreachable(redactUrl(url), error, "the database") : error;
+      throw isConnectionFailure(error) ? new RegistryUnreachable(redactUrl(url), error, "the database", CLI_CONNECT_TIMEOUT_MS) : error;
     }
   } else {
     const dir = join(dataDir(ctx), "pglite");
