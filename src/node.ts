@@ -198,7 +198,7 @@ async function migrateOnStart(controlUrl: string, before: string | undefined, lo
     const role = new URL(controlUrl).username || "this role";
     throw new StartupError(
       `${before ?? "the schema is not current"}; ${role} may not install it (${(error as Error).message}). ` +
-        "The runtime roles cannot migrate: run `npx aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2), then start again",
+        "The runtime roles cannot migrate: run `npx --no-install aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2), then start again",
     );
   }
 }
@@ -390,7 +390,7 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
       `  ADMIN_TOKEN=${admin}`,
       `  TENANT_TOKEN=${tenant}      # tenant_id=tenant-a`,
       "Connector hosts get tokens bound to their replica's peer principal:",
-      "  npx aip-registry token --scope replicas:write --peer-principal <peer_principal_id>",
+      "  npx --no-install aip-registry token --scope replicas:write --peer-principal <peer_principal_id>",
       "Try:",
       `  curl -s ${url}/readyz`,
       `  curl -s -H "Authorization: Bearer $TENANT_TOKEN" ${url}/v1/catalog/capabilities`,
