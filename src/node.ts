@@ -32,6 +32,7 @@ import { authenticatorFrom } from "./http/auth.js";
 import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
+import { pgliteOpenFailure } from "./node/data-dir-check.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
 import { drainable, type Drainable, type DrainReport } from "./node/drain.js";
 import { serveUntilSignal } from "./node/signals.js";
@@ -166,7 +167,9 @@ interface OpenDatabase {
 async function openEmbedded(config: Config, log: Log): Promise<OpenDatabase> {
   const dir = join(config.DATA_DIR, "pglite");
   await mkdir(dir, { recursive: true });
-  const db: PGlite = await openPglite(dir);
+  const db: PGlite = await openPglite(dir).catch((error: unknown) => {
+    throw pgliteOpenFailure(config.DATA_DIR, error);
+  });
   try {
     if (config.MIGRATE_ON_START) {
       const report = await migrate(pgliteSession(db), { log });

@@ -9,6 +9,7 @@ import { redactUrl, withPgSession } from "../db/pg.js";
 import { CLI_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
 import { startServer } from "../node.js";
+import { pgliteOpenFailure } from "../node/data-dir-check.js";
 import { lockDataDir } from "../node/data-dir-lock.js";
 import { serveUntilSignal } from "../node/signals.js";
 import { EXIT, dataDir, str, type CommandContext } from "./context.js";
@@ -38,7 +39,9 @@ export async function migrate(ctx: CommandContext): Promise<number> {
     try {
       io.err(`migrating the embedded PGlite database at ${dir}`);
       await mkdir(dir, { recursive: true });
-      const db = await openPglite(dir);
+      const db = await openPglite(dir).catch((error: unknown) => {
+        throw pgliteOpenFailure(dataDir(ctx), error);
+      });
       try {
         report = await runMigrations(pgliteSession(db), { log: io.err });
       } finally {
