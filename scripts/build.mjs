@@ -24,8 +24,8 @@ import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
-const outdir = join(root, "dist");
-const stampPath = join(outdir, "build-stamp.json");
+const DIST = join(root, "dist");
+const stampPath = (outdir = DIST) => join(outdir, "build-stamp.json");
 /** What Node runs: the server, the CLI (its commands are loaded on demand) and the published client. */
 const ENTRY_POINTS = ["src/node.ts", "src/cli.ts", "src/client.ts"];
 /** Syntax is lowered to what Node 20 runs: the server still starts there, though only 22 and 24 are promised. */
@@ -48,9 +48,9 @@ export function fingerprint() {
 }
 
 /** @returns {{ fingerprint: string, outputs: string[] } | undefined} */
-function readStamp() {
+function readStamp(outdir = DIST) {
   try {
-    return JSON.parse(readFileSync(stampPath, "utf8"));
+    return JSON.parse(readFileSync(stampPath(outdir), "utf8"));
   } catch {
     return undefined;
   }
@@ -59,7 +59,7 @@ function readStamp() {
 /** True when dist/ was built from exactly the current inputs. */
 export function isCurrent() {
   const stamp = readStamp();
-  return stamp !== undefined && stamp.fingerprint === fingerprint() && stamp.outputs.every((path) => existsSync(join(outdir, path)));
+  return stamp !== undefined && stamp.fingerprint === fingerprint() && stamp.outputs.every((path) => existsSync(join(DIST, path)));
 }
 
 /**
@@ -78,8 +78,11 @@ async function devDependency(load) {
   }
 }
 
-/** Writes dist/'s JavaScript; returns the files written (relative to dist/). */
-export async function build() {
+/**
+ * Writes dist/'s JavaScript (or `outdir`'s); returns the files written (relative to it). Paths
+ * are resolved from the package root, wherever the process runs (the bin runs from any directory).
+ */
+export async function build(outdir = DIST) {
   const esbuild = await devDependency(() => import("esbuild"));
   const started = Date.now();
   // The source files the entry points reach, dynamic imports included (the CLI loads its commands on demand).
@@ -89,6 +92,7 @@ export async function build() {
     packages: "external",
     platform: "node",
     format: "esm",
+    absWorkingDir: root,
     outdir, // required with several entry points; nothing is written
     write: false,
     metafile: true,
@@ -97,7 +101,9 @@ export async function build() {
   const sources = Object.keys(graph.metafile.inputs)
     .filter((path) => path.startsWith("src/") && path.endsWith(".ts"))
     .map((path) => join(root, path));
+  if (!sources.some((path) => path.endsWith(join("src", "cli.ts")))) throw new Error(`the build found no sources under ${join(root, "src")}`);
   const transpiled = await esbuild.build({
+    absWorkingDir: root,
     entryPoints: sources,
     outbase: join(root, "src"),
     outdir,
@@ -110,10 +116,10 @@ export async function build() {
   });
   const outputs = Object.keys(transpiled.metafile.outputs).map((path) => relative(outdir, join(root, path)));
   // Outputs of an earlier build whose source is gone would still be importable: remove them.
-  for (const stale of readStamp()?.outputs ?? []) {
+  for (const stale of readStamp(outdir)?.outputs ?? []) {
     if (!outputs.includes(stale)) rmSync(join(outdir, stale), { force: true });
   }
-  writeFileSync(stampPath, `${JSON.stringify({ fingerprint: fingerprint(), outputs: outputs.sort() }, null, 2)}\n`);
+  writeFileSync(stampPath(outdir), `${JSON.stringify({ fingerprint: fingerprint(), outputs: outputs.sort() }, null, 2)}\n`);
   return { outputs, ms: Date.now() - started };
 }
 
@@ -127,7 +133,7 @@ export async function buildDeclarations() {
   const outputs = [];
   const emitted = ts.createProgram({ rootNames: config.fileNames, options: config.options }).emit(undefined, (path, text) => {
     writeFileSync(path, text);
-    outputs.push(relative(outdir, path));
+    outputs.push(relative(DIST, path));
   });
   if (emitted.diagnostics.length > 0) {
     throw new Error(ts.formatDiagnostics(emitted.diagnostics, { getCanonicalFileName: (f) => f, getCurrentDirectory: () => root, getNewLine: () => "\n" }));

@@ -3,9 +3,14 @@
  * `prepare`, and again by `prestart` or the bin when src/ changed since), with nothing between npm
  * and node that could swallow a signal, and nothing at run time that is a development dependency.
  */
+import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
 import { builtinModules } from "node:module";
-import { fileURLToPath } from "node:url";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { promisify } from "node:util";
 import * as esbuild from "esbuild";
 import { describe, expect, it } from "vitest";
 import { fingerprint, isCurrent } from "../../scripts/build.mjs";
@@ -33,6 +38,30 @@ describe("npm scripts", () => {
     for (const tool of ["tsx", "esbuild", "typescript"]) {
       expect(pkg.dependencies[tool], tool).toBeUndefined();
       expect(pkg.devDependencies[tool], tool).toBeDefined();
+    }
+  });
+});
+
+describe("the build", () => {
+  it("finds src/ from any working directory (the bin runs it from wherever the user is)", async () => {
+    const outdir = await mkdtemp(join(tmpdir(), "aip-build-"));
+    try {
+      const script = pathToFileURL(fileURLToPath(new URL("scripts/build.mjs", root))).href;
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          `const { build } = await import(${JSON.stringify(script)}); console.log(JSON.stringify((await build(process.argv[1])).outputs));`,
+          outdir,
+        ],
+        { cwd: tmpdir() },
+      );
+      const outputs = JSON.parse(stdout) as string[];
+      expect(outputs).toEqual(expect.arrayContaining(["cli.js", "node.js", "client.js", "db/sql-files.js", "cli/server.js"]));
+      expect(outputs.length).toBeGreaterThan(40);
+    } finally {
+      await rm(outdir, { recursive: true, force: true });
     }
   });
 });
