@@ -35,7 +35,7 @@ export async function serveUntilSignal(start: () => Promise<RunningServer>): Pro
   });
   running = await start();
   const signal = await stopSignal;
-  line("info", "stopping: no new connections, draining the requests in flight", {
+  line("info", "stopping", {
     signal,
     in_flight: running.inFlight,
     drain_ms: running.config.SHUTDOWN_DRAIN_MS,

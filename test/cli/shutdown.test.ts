@@ -113,8 +113,8 @@ it("SIGTERM to npm start: no new connections, the request in flight answered, ex
   await new Promise((r) => setTimeout(r, 300));
 
   process.kill(s.npm.pid as number, "SIGTERM");
-  expect(await waitFor(() => s.output().includes('"msg":"stopping:'), 10_000), s.output()).toBe(true);
-  expect(s.output()).toMatch(/"msg":"stopping:.*"signal":"SIGTERM","in_flight":1,"drain_ms":8000/);
+  expect(await waitFor(() => s.output().includes('"msg":"stopping"'), 10_000), s.output()).toBe(true);
+  expect(s.output()).toMatch(/"msg":"stopping".*"signal":"SIGTERM","in_flight":1,"drain_ms":8000/);
   // The listener is closed: a new connection is refused while the request in flight is served.
   await expect(fetch(`http://127.0.0.1:${s.port}/healthz`)).rejects.toThrow();
   expect(alive(s.pid)).toBe(true);
