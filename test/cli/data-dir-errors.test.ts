@@ -96,7 +96,16 @@ function unprivileged(): { uid: number; gid: number; name: string } | string {
 const asUnprivileged = (account: { uid: number; gid: number }) => (args: string[], env: Record<string, string>) =>
   runWith(process.execPath, [BIN, ...args], { cwd: "/", env: cleanEnv({ HOME: "/", ...env }), uid: account.uid, gid: account.gid });
 
-describe("a data directory that cannot be used", () => {
+/** A data directory as a server leaves it (the refusals come before anything would open it). */
+async function usedDataDir(dir: string): Promise<void> {
+  await mkdir(join(dir, "pglite"), { recursive: true });
+  await writeFile(join(dir, "pglite", "PG_VERSION"), "17\n");
+  await writeFile(join(dir, "registry.lock"), "");
+  await writeFile(join(dir, "auth-secret"), "development-secret\n", { mode: 0o600 });
+}
+
+// Each case has a directory of its own: side by side.
+describe.concurrent("a data directory that cannot be used", () => {
   it("is not a directory", async () => {
     const file = join(work, "a-file");
     await writeFile(file, "not a directory\n");
@@ -111,10 +120,9 @@ describe("a data directory that cannot be used", () => {
     expect(served).toContain(`error: DATA_DIR=${dir}: ${join(dir, "registry.lock")} (the lock file) should be a file: move it out of the way`);
   });
 
-  it("is read-only (an existing, migrated one)", async (ctx) => {
+  it("is read-only (an existing one)", async (ctx) => {
     const dir = join(work, "read-only");
-    const migrated = await runCli(["migrate"], { env: cleanEnv({ DATA_DIR: dir }) });
-    expect(migrated.code, migrated.stderr).toBe(0);
+    await usedDataDir(dir);
     if (isRoot) {
       if (!mountNamespaces) return ctx.skip("root without mount namespaces (unshare --mount): nothing here makes a directory read-only for root");
       const { served, migrated: again } = await bothRefuse(dir, readOnlyMount(dir));
@@ -163,8 +171,7 @@ describe("a data directory that cannot be used", () => {
       if (typeof account === "string") return ctx.skip(`root, and ${account}`);
       // What `sudo npm start` leaves behind: root's directory, mode 0755.
       const dir = join(work, "roots");
-      const migrated = await runCli(["migrate"], { env: cleanEnv({ DATA_DIR: dir }) });
-      expect(migrated.code, migrated.stderr).toBe(0);
+      await usedDataDir(dir);
       await chmod(dir, 0o755);
       const { served, migrated: again } = await bothRefuse(dir, asUnprivileged(account));
       for (const stderr of [served, again]) {

@@ -5,7 +5,7 @@
  * instead of hanging for good.
  */
 import { createServer, type Server, type Socket } from "node:net";
-import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { CLI_CONNECT_TIMEOUT_MS } from "../../src/limits.js";
 import { cleanEnv, freePort, runCli } from "./support.js";
 
@@ -31,39 +31,42 @@ afterAll(async () => {
 
 const redacted = () => url.replace("secret", "***");
 
-it("gives up on a database that never answers, in every command that talks SQL, and names it", async () => {
-  const commands = [
-    ["migrate", "--database-url", url],
-    ["doctor", "--database-url", url],
-    ["status", "--database-url", url],
-    ["expire-leases", "--database-url", url],
-    ["apply", "-f", "examples/fleet.yaml", "--database-url", url],
-  ];
-  const started = Date.now();
-  const results = await Promise.all(commands.map((args) => runCli(args, { timeoutMs: 60_000 })));
-  const elapsed = Date.now() - started;
-  for (const [index, result] of results.entries()) {
-    const name = commands[index]?.[0];
-    expect(result.code, `${name}: ${result.stderr}`).toBe(3);
-    expect(result.stderr, name).toContain(`the database at ${redacted()} did not answer within ${CLI_CONNECT_TIMEOUT_MS / 1000} s`);
-    expect(result.stderr, name).not.toContain("secret");
-  }
-  // Bounded by the connect timeout (with room for a busy machine), not by the test's kill timer.
-  expect(elapsed).toBeLessThan(CLI_CONNECT_TIMEOUT_MS + 20_000);
-});
-
-it("migrate finds the database in DATABASE_URL the same way", async () => {
-  const result = await runCli(["migrate"], { env: cleanEnv({ DATABASE_URL: url }), timeoutMs: 60_000 });
-  expect(result.code, result.stderr).toBe(3);
-  expect(result.stderr).toContain(`the database at ${redacted()} did not answer within ${CLI_CONNECT_TIMEOUT_MS / 1000} s`);
-});
-
-it("serve refuses to start on it (exit 1), naming it", async () => {
-  const port = await freePort();
-  const result = await runCli(["serve", "--port", String(port), "--database-url", url], {
-    env: cleanEnv({ AUTH_HS256_SECRET: "unresponsive-database-test-secret-0123456789" }),
-    timeoutMs: 60_000,
+// Each waits out the same connect timeout: side by side, the file takes one timeout, not three.
+describe.concurrent("a database that accepts connections and never answers", () => {
+  it("gives up on a database that never answers, in every command that talks SQL, and names it", async () => {
+    const commands = [
+      ["migrate", "--database-url", url],
+      ["doctor", "--database-url", url],
+      ["status", "--database-url", url],
+      ["expire-leases", "--database-url", url],
+      ["apply", "-f", "examples/fleet.yaml", "--database-url", url],
+    ];
+    const started = Date.now();
+    const results = await Promise.all(commands.map((args) => runCli(args, { timeoutMs: 60_000 })));
+    const elapsed = Date.now() - started;
+    for (const [index, result] of results.entries()) {
+      const name = commands[index]?.[0];
+      expect(result.code, `${name}: ${result.stderr}`).toBe(3);
+      expect(result.stderr, name).toContain(`the database at ${redacted()} did not answer within ${CLI_CONNECT_TIMEOUT_MS / 1000} s`);
+      expect(result.stderr, name).not.toContain("secret");
+    }
+    // Bounded by the connect timeout (with room for a busy machine), not by the test's kill timer.
+    expect(elapsed).toBeLessThan(CLI_CONNECT_TIMEOUT_MS + 20_000);
   });
-  expect(result.code, result.stderr).toBe(1);
-  expect(result.stderr).toContain(`cannot use the database at ${redacted()}`);
+
+  it("migrate finds the database in DATABASE_URL the same way", async () => {
+    const result = await runCli(["migrate"], { env: cleanEnv({ DATABASE_URL: url }), timeoutMs: 60_000 });
+    expect(result.code, result.stderr).toBe(3);
+    expect(result.stderr).toContain(`the database at ${redacted()} did not answer within ${CLI_CONNECT_TIMEOUT_MS / 1000} s`);
+  });
+
+  it("serve refuses to start on it (exit 1), naming it", async () => {
+    const port = await freePort();
+    const result = await runCli(["serve", "--port", String(port), "--database-url", url], {
+      env: cleanEnv({ AUTH_HS256_SECRET: "unresponsive-database-test-secret-0123456789" }),
+      timeoutMs: 60_000,
+    });
+    expect(result.code, result.stderr).toBe(1);
+    expect(result.stderr).toContain(`cannot use the database at ${redacted()}`);
+  });
 });
