@@ -167,7 +167,7 @@ async function main(): Promise<number> {
         `  HOST_TOKEN=${host}      # peer_principal_id=${replica.peerPrincipalId}: drives replica ${replica.id} only`,
         "Try (once wrangler is ready):",
         `  curl -s ${url}/readyz`,
-        `  AIP_REGISTRY_URL=${url} npx aip-registry apply -f examples/fleet.yaml`,
+        `  AIP_REGISTRY_URL=${url} npx --no-install aip-registry apply -f examples/fleet.yaml`,
         `  curl -s -X POST ${url}/v1/replicas/${replica.id}/register -H "Authorization: Bearer $HOST_TOKEN" \\`,
         `    -H 'Content-Type: application/json' -d '{"request_id": "msg_dev_register_1", "lease_ttl_ms": 300000}'`,
         `  curl -s -H "Authorization: Bearer $TENANT_TOKEN" ${url}/v1/catalog/capabilities`,

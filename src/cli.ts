@@ -1,5 +1,6 @@
 /**
- * The operator CLI: `npx aip-registry <command>` (bin/aip-registry.mjs runs this file via tsx).
+ * The operator CLI: `npx --no-install aip-registry <command>` (bin/aip-registry.mjs runs this
+ * file compiled, dist/cli.js).
  *
  * Transport per command: `migrate` talks SQL (it must: a Worker never migrates); `serve` starts
  * the Node server; `apply`, `status`, `doctor`, `expire-leases` and `routes` talk to the HTTP API
@@ -226,5 +227,5 @@ export async function run(): Promise<void> {
   setTimeout(() => process.exit(code), 2000).unref();
 }
 
-// `tsx src/cli.ts ...` (npm run cli, npm run db:migrate); the bin imports run() instead.
+// `node dist/cli.js ...`, or `tsx src/cli.ts ...` in development; the bin imports run() instead.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await run();

@@ -105,6 +105,8 @@ export const ConfigSchema = z.object({
   CATALOG_SHARED_REVISION_CHECK: flag(false),
   /** Node: compress answers for clients that accept it (brotli, gzip); off behind a proxy that compresses. */
   COMPRESSION: flag(true),
+  /** Node: the longest a graceful stop waits for the requests in flight (src/node/drain.ts). */
+  SHUTDOWN_DRAIN_MS: bounded(L.SHUTDOWN_DRAIN_MS),
   ACCESS_LOG: flag(true),
   /** Serve Prometheus metrics at /metrics (scrapes need a fleet:read token unless METRICS_PUBLIC). */
   METRICS: flag(true),

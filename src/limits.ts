@@ -122,6 +122,23 @@ export const DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 10_000, min: 0, ma
 /** Node control pool: publications of large manifests take longer (CONTROL_DB_STATEMENT_TIMEOUT_MS). */
 export const CONTROL_DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 60_000, min: 0, max: 3_600_000 };
 
+/**
+ * The CLI's bound on connecting to a database (migrate, and every command run with
+ * --database-url): a server that accepts the connection and never answers is reported after this
+ * long (exit 3) instead of hanging the command. Also migrations' connect bound (src/db/pg.ts).
+ */
+export const CLI_CONNECT_TIMEOUT_MS = 10_000;
+export const MIGRATION_CONNECT_TIMEOUT_MS = CLI_CONNECT_TIMEOUT_MS;
+/** A migration's statements run under a 15-minute server-side timeout (src/db/migrate.ts); the client waits a minute longer. */
+export const MIGRATION_QUERY_TIMEOUT_MS = 16 * 60_000;
+
+/**
+ * Node server: how long a graceful stop (SIGTERM, SIGINT) lets the requests in flight finish
+ * before their connections are cut (SHUTDOWN_DRAIN_MS). 8 s plus the 2 s the pools get to close
+ * fits Docker's default 10 s between SIGTERM and SIGKILL; Kubernetes gives 30 s, systemd 90 s.
+ */
+export const SHUTDOWN_DRAIN_MS: RangeBound = { default: 8_000, min: 0, max: 600_000 };
+
 /** Workers, HTTP transport: the longest wait for one statement, a waking compute included (NEON_HTTP_TIMEOUT_MS). */
 export const NEON_HTTP_TIMEOUT_MS: RangeBound = { default: 15_000, min: 100, max: 600_000 };
 

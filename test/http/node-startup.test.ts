@@ -85,7 +85,7 @@ describe("the runtime roles of docs/deploy.md (REGISTRY_MODE=all)", () => {
     expect((error as Error).message).toMatch(
       /^schema not installed: run migrate .*; aip_test_control may not install it \(permission denied for schema public\)\. /,
     );
-    expect((error as Error).message).toContain("run `npx aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2)");
+    expect((error as Error).message).toContain("run `npx --no-install aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2)");
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
 });
@@ -96,7 +96,7 @@ describe("REGISTRY_MODE=data-plane", () => {
       (e: unknown) => e as Error,
     );
     expect((error as Error).message).toMatch(
-      /^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx aip-registry migrate` with the database owner's URL\)$/,
+      /^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx --no-install aip-registry migrate` with the database owner's URL\)$/,
     );
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
@@ -167,7 +167,7 @@ describe("an unmigrated database", () => {
       expect(response.status).toBe(503);
       expect(await response.json()).toMatchObject({
         status: "not_ready",
-        reason: "schema not installed: run migrate (`npx aip-registry migrate` with the database owner's URL)",
+        reason: "schema not installed: run migrate (`npx --no-install aip-registry migrate` with the database owner's URL)",
       });
     } finally {
       await pool.end();
