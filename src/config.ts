@@ -55,7 +55,8 @@ export const ConfigSchema = z.object({
   /**
    * `all` (default): control and data plane; migrates on start (MIGRATE_ON_START).
    * `data-plane`: no control credentials or pool, no migration: verifies the schema that the
-   * control plane installed and answers every /v1/admin/* call with 403.
+   * control plane installed and answers publications and admin reads with 403 (only the
+   * read-only invariant checker, GET /v1/admin/invariants, runs as the data role).
    */
   REGISTRY_MODE: z
     .enum(["all", "data-plane"])
@@ -90,6 +91,10 @@ export const ConfigSchema = z.object({
   LEASE_MAINTENANCE_INTERVAL_MS: bounded(L.LEASE_MAINTENANCE_INTERVAL_MS),
   LEASE_EXPIRY_BATCH: bounded(L.LEASE_EXPIRY_BATCH),
   LEASE_EXPIRY_MAX_BATCHES: bounded(L.LEASE_EXPIRY_MAX_BATCHES),
+  /** Days a released route is kept as evidence before lease maintenance removes it (0: forever; src/route-retention.ts). */
+  ROUTE_RETENTION_DAYS: bounded(L.ROUTE_RETENTION_DAYS),
+  /** Remove only routes an export covered (`aip-registry routes export` records how far). */
+  ROUTE_RETENTION_REQUIRE_EXPORT: flag(false),
   /**
    * Catalog reads (pages, single definitions, 304 validations) from a read replica: a PostgreSQL
    * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.
@@ -105,6 +110,10 @@ export const ConfigSchema = z.object({
    * second statement for its answer. Off: exactly one statement per catalog request.
    */
   CATALOG_SHARED_REVISION_CHECK: flag(false),
+  /** Node: compress answers for clients that accept it (brotli, gzip); off behind a proxy that compresses. */
+  COMPRESSION: flag(true),
+  /** Node: the longest a graceful stop waits for the requests in flight (src/node/drain.ts). */
+  SHUTDOWN_DRAIN_MS: bounded(L.SHUTDOWN_DRAIN_MS),
   ACCESS_LOG: flag(true),
   /** Serve Prometheus metrics at /metrics (scrapes need a fleet:read token unless METRICS_PUBLIC). */
   METRICS: flag(true),

@@ -66,6 +66,41 @@ export const LEASE_EXPIRY_MAX_BATCHES: RangeBound = { default: 8, min: 1, max: 1
 /** The shortest pause between two lease maintenance cycles (LEASE_MAINTENANCE_INTERVAL_MS; 0 = off). */
 export const LEASE_MAINTENANCE_INTERVAL_MS: RangeBound = { default: 1000, min: 0, max: 3_600_000 };
 
+/**
+ * The route evidence window (ROUTE_RETENTION_DAYS): a released route is kept this many days after
+ * its last settlement, then route retention removes it (aip_remove_settled_routes,
+ * aip_route_retention_days_max(); it refuses a window below a day, which the retry contract's
+ * check relies on). 0 keeps every route forever. README, "Route retention", gives the reasons for
+ * the default.
+ */
+export const ROUTE_RETENTION_DAYS: RangeBound = { default: 30, min: 0, max: 36_500 };
+
+/** Routes per retention batch (`POST /v1/fleet/route-retention?limit=`, the CLI's `routes prune`): aip_remove_settled_routes, aip_route_retention_batch_min() and _max(). */
+export const ROUTE_RETENTION_BATCH: RangeBound = { default: 500, min: 1, max: 10_000 };
+
+/**
+ * How far a gateway's clock may run ahead of the database's when it mints an `act_` + UUIDv7
+ * action ID: a new route for an action minted before route retention's watermark plus this is
+ * refused `route-expired` (aip_check_action_retained, aip_action_clock_allowance_ms()).
+ */
+export const ACTION_CLOCK_ALLOWANCE_MS = 3_600_000;
+
+/**
+ * How long before an export's first page its upper bound must lie, so that every settlement
+ * before the bound has committed when the page is read (a settlement is one short statement):
+ * aip_admin_routes_page and aip_record_route_export, aip_route_export_lag_ms().
+ */
+export const ROUTE_EXPORT_LAG_MS = 3_600_000;
+
+/**
+ * The shortest pause between two retention runs of one process once it has caught up (src/route-retention.ts):
+ * a route is removed within about this long after its window ends, while maintenance cycles run.
+ */
+export const ROUTE_RETENTION_PAUSE_MS = 15 * 60_000;
+
+/** Routes per export page (`GET /v1/admin/routes`, the CLI's `routes export`): aip_admin_routes_page, aip_routes_export_page_default() and _max(). */
+export const ROUTES_EXPORT_PAGE: PageBound = { default: 1000, max: 1000 };
+
 /** A replica lease's length (`lease_ttl_ms`): aip_replica_transition, aip_lease_ttl_ms_default(), _min() and _max(). */
 export const LEASE_TTL_MS: RangeBound = { default: 30_000, min: 1000, max: 300_000 };
 
@@ -86,6 +121,23 @@ export const DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 10_000, min: 0, ma
 
 /** Node control pool: publications of large manifests take longer (CONTROL_DB_STATEMENT_TIMEOUT_MS). */
 export const CONTROL_DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 60_000, min: 0, max: 3_600_000 };
+
+/**
+ * The CLI's bound on connecting to a database (migrate, and every command run with
+ * --database-url): a server that accepts the connection and never answers is reported after this
+ * long (exit 3) instead of hanging the command. Also migrations' connect bound (src/db/pg.ts).
+ */
+export const CLI_CONNECT_TIMEOUT_MS = 10_000;
+export const MIGRATION_CONNECT_TIMEOUT_MS = CLI_CONNECT_TIMEOUT_MS;
+/** A migration's statements run under a 15-minute server-side timeout (src/db/migrate.ts); the client waits a minute longer. */
+export const MIGRATION_QUERY_TIMEOUT_MS = 16 * 60_000;
+
+/**
+ * Node server: how long a graceful stop (SIGTERM, SIGINT) lets the requests in flight finish
+ * before their connections are cut (SHUTDOWN_DRAIN_MS). 8 s plus the 2 s the pools get to close
+ * fits Docker's default 10 s between SIGTERM and SIGKILL; Kubernetes gives 30 s, systemd 90 s.
+ */
+export const SHUTDOWN_DRAIN_MS: RangeBound = { default: 8_000, min: 0, max: 600_000 };
 
 /** Workers, HTTP transport: the longest wait for one statement, a waking compute included (NEON_HTTP_TIMEOUT_MS). */
 export const NEON_HTTP_TIMEOUT_MS: RangeBound = { default: 15_000, min: 100, max: 600_000 };

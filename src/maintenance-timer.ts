@@ -11,7 +11,8 @@
  * earliest one, so together they cover every live lease; concurrent cycles take disjoint batches.
  */
 import type { Registry } from "./registry/registry.js";
-import { backoff, planNextCycle, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
+import { backoff, planNextCycle, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle, type MaintenanceStats } from "./maintenance.js";
+import type { RetentionSchedule } from "./route-retention.js";
 
 /** Time and timers, injectable so tests can drive a simulated clock. */
 export interface MaintenanceClock {
@@ -44,6 +45,8 @@ export interface MaintenanceTimer {
   note(deadline: string | number): void;
   /** When the next cycle is due (epoch ms), or null: nothing is live as far as this process knows. */
   readonly nextCycleAt: number | null;
+  /** A snapshot of what the cycles so far have done. */
+  readonly stats: MaintenanceStats;
   /** Resolves once no cycle is running. */
   settled(): Promise<void>;
   stop(): Promise<void>;
@@ -55,6 +58,8 @@ export function createMaintenanceTimer(
     /** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS), > 0. */
     minIntervalMs: number;
     bounds?: MaintenanceBounds;
+    /** Route retention, run within these cycles (src/route-retention.ts); none: routes are kept. */
+    retention?: RetentionSchedule;
     clock?: MaintenanceClock;
     onError?: (error: unknown) => void;
     onCycle?: (cycle: MaintenanceCycle) => void;
@@ -73,6 +78,7 @@ export function createMaintenanceTimer(
   let failures = 0;
   let stalled = 0;
   let lastCycleEnd = -Infinity;
+  const stats: MaintenanceStats = { runs: 0, failures: 0, expired: 0, released: 0, lastSuccessAt: null };
 
   const arm = (at: number | null) => {
     if (timer !== undefined) clock.clearTimer(timer);
@@ -88,13 +94,19 @@ export function createMaintenanceTimer(
     running = (async () => {
       let next: number | null;
       try {
-        const result = await runLeaseMaintenance(registry, options.bounds);
+        const result = await runMaintenanceCycle(registry, options.bounds, options.retention, clock.now);
+        stats.runs++;
+        stats.expired += result.expired;
+        stats.released += result.released;
+        stats.lastSuccessAt = clock.now();
         failures = 0;
         const planned = planNextCycle(result, clock.now(), minIntervalMs, stalled);
         stalled = planned.stalled;
         next = planned.at;
         options.onCycle?.(result);
       } catch (error) {
+        stats.runs++;
+        stats.failures++;
         failures++;
         next = clock.now() + jittered(backoff(minIntervalMs, failures));
         options.onError?.(error);
@@ -123,6 +135,9 @@ export function createMaintenanceTimer(
       }
       const spaced = Math.max(at, lastCycleEnd + minIntervalMs);
       if (dueAt === null || spaced < dueAt) arm(spaced);
+    },
+    get stats() {
+      return { ...stats };
     },
     get nextCycleAt() {
       return running ? null : dueAt;

@@ -8,10 +8,12 @@
  * LeaseClock Durable Object (src/lease-clock.ts) and the Node server's timer
  * (src/maintenance-timer.ts) both run a cycle at the earliest deadline they know and take the next
  * one from the cycle's `next_deadline`; with no live lease there is no next cycle at all, so an
- * idle deployment sends the database nothing.
+ * idle deployment sends the database nothing. Route retention runs within these cycles
+ * (src/route-retention.ts).
  */
 import { LEASE_EXPIRY_BATCH, LEASE_EXPIRY_MAX_BATCHES, LEASE_MAINTENANCE_INTERVAL_MS } from "./limits.js";
 import type { Registry } from "./registry/registry.js";
+import type { RetentionCycle, RetentionSchedule } from "./route-retention.js";
 
 export interface MaintenanceBounds {
   /** Replicas per aip_expire_leases call, within LEASE_EXPIRY_BATCH (src/limits.ts). */
@@ -35,6 +37,8 @@ export interface MaintenanceCycle {
   batches: number;
   /** The last batch's: the earliest lease end still live (past: a backlog remains), null when none is. */
   next_deadline: string | null;
+  /** Route retention, when it ran in this cycle (src/route-retention.ts). */
+  retention?: RetentionCycle;
 }
 
 export async function runLeaseMaintenance(registry: Registry, bounds: MaintenanceBounds = DEFAULT_MAINTENANCE): Promise<MaintenanceCycle> {
@@ -56,6 +60,34 @@ export async function runLeaseMaintenance(registry: Registry, bounds: Maintenanc
   return cycle;
 }
 
+/** What a runtime's lease maintenance has done since it started, for /metrics. */
+export interface MaintenanceStats {
+  /** Cycles run, whether they succeeded or failed. */
+  runs: number;
+  /** Cycles that failed (each is retried after a backoff). */
+  failures: number;
+  /** Replicas whose lease ended that cycles marked offline, and the routes they released. */
+  expired: number;
+  released: number;
+  /** When the last cycle that succeeded ended (epoch ms, this timer's clock), or null. */
+  lastSuccessAt: number | null;
+}
+
+/**
+ * One maintenance cycle: lease expiry, then route retention when its schedule says it is due (it
+ * rides on these cycles and adds none of its own, but for a backlog: see planNextCycle).
+ */
+export async function runMaintenanceCycle(
+  registry: Registry,
+  bounds: MaintenanceBounds = DEFAULT_MAINTENANCE,
+  retention?: RetentionSchedule,
+  now: () => number = Date.now,
+): Promise<MaintenanceCycle> {
+  const cycle = await runLeaseMaintenance(registry, bounds);
+  const retained = await retention?.runIfDue(registry, now);
+  return retained ? { ...cycle, retention: retained } : cycle;
+}
+
 /** When the next cycle is due (epoch ms; null: none), and how many cycles in a row found a stuck backlog. */
 export interface NextCycle {
   at: number | null;
@@ -68,9 +100,22 @@ export interface NextCycle {
  * - the earliest lease ends in the future: at that deadline;
  * - it has already ended (a backlog past the cycle's bounds, a replica another transaction held,
  *   or this clock running ahead of the database's): again after the minimum interval if the cycle
- *   made progress, otherwise backing off (doubling up to 30 s) while nothing moves.
+ *   made progress, otherwise backing off (doubling up to 30 s) while nothing moves;
+ * - route retention left a backlog: no later than after the minimum interval.
  */
-export function planNextCycle(cycle: Pick<MaintenanceCycle, "expired" | "next_deadline">, now: number, minIntervalMs: number, stalled: number): NextCycle {
+export function planNextCycle(
+  cycle: Pick<MaintenanceCycle, "expired" | "next_deadline" | "retention">,
+  now: number,
+  minIntervalMs: number,
+  stalled: number,
+): NextCycle {
+  const next = planLeaseCycle(cycle, now, minIntervalMs, stalled);
+  // A retention backlog is drained cycle after cycle, at the minimum interval.
+  if (cycle.retention?.backlog) return { at: Math.min(next.at ?? Number.POSITIVE_INFINITY, now + minIntervalMs), stalled: next.stalled };
+  return next;
+}
+
+function planLeaseCycle(cycle: Pick<MaintenanceCycle, "expired" | "next_deadline">, now: number, minIntervalMs: number, stalled: number): NextCycle {
   if (cycle.next_deadline === null) return { at: null, stalled: 0 };
   const deadline = Date.parse(cycle.next_deadline);
   const earliest = now + minIntervalMs;

@@ -8,11 +8,16 @@
  * before any data is opened), the embedded data directory is locked for this process (a second
  * process on it fails, naming the holder), then the database is opened, migrated or verified,
  * and only then are requests served (those arriving meanwhile wait).
+ *
+ * Shutdown (close(), which SIGTERM and SIGINT call through src/node/signals.ts) goes the other
+ * way: the listener stops accepting and the requests in flight get up to SHUTDOWN_DRAIN_MS to
+ * finish while lease maintenance stops, then the pools close and the data directory is released.
  */
 import { randomBytes } from "node:crypto";
 import { createServer, type RequestListener, type Server } from "node:http";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { getRequestListener } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
@@ -27,9 +32,15 @@ import { authenticatorFrom } from "./http/auth.js";
 import { bindRefusal } from "./http/bind-check.js";
 import { mintToken } from "./http/tokens.js";
 import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
+import { nodeCompressor } from "./node/compression.js";
+import { pgliteOpenFailure } from "./node/data-dir-check.js";
 import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
-import { installTransport } from "./node/transport.js";
+import { drainable, type Drainable, type DrainReport } from "./node/drain.js";
+import { serveUntilSignal } from "./node/signals.js";
+import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
+import { RetentionSchedule, retentionSettings } from "./route-retention.js";
 import { jsonLines } from "./observability/access-log.js";
+import { nodeMetrics } from "./observability/node-metrics.js";
 import { Registry } from "./registry/registry.js";
 
 export interface RunningServer {
@@ -39,7 +50,17 @@ export interface RunningServer {
   config: Config;
   /** Lease maintenance (absent with LEASE_MAINTENANCE_INTERVAL_MS=0). */
   maintenance: MaintenanceTimer | undefined;
-  close(): Promise<void>;
+  /** The database pools' usage now (none on the embedded database). */
+  pools: () => PoolUsage[];
+  /** Requests being served now (the drain waits for these). */
+  readonly inFlight: number;
+  /** Graceful stop: drains requests (SHUTDOWN_DRAIN_MS), stops maintenance, closes the database, releases DATA_DIR. */
+  close(): Promise<ShutdownReport>;
+}
+
+export interface ShutdownReport extends DrainReport {
+  /** False when the database did not close within its bound (the process should exit anyway). */
+  databaseClosed: boolean;
 }
 
 export interface ServerOptions {
@@ -100,11 +121,13 @@ async function developmentSecret(dataDir: string): Promise<string> {
 }
 
 /** Binds the port first: requests that arrive before the app is ready wait for it. */
-async function listen(config: Config): Promise<{ server: Server; port: number; serve(listener: RequestListener): void }> {
+async function listen(config: Config): Promise<{ server: Server; port: number; drain: Drainable; serve(listener: RequestListener): void }> {
   let listener: RequestListener | undefined;
   let ready: () => void = () => {};
   const opened = new Promise<void>((resolve) => (ready = resolve));
-  const server = createServer((req, res) => {
+  let drain: Drainable | undefined;
+  const server = createServer(TRANSPORT_SERVER_OPTIONS, (req, res) => {
+    drain?.track(req, res);
     if (listener) return listener(req, res);
     void opened.then(() => listener?.(req, res));
   });
@@ -126,9 +149,11 @@ async function listen(config: Config): Promise<{ server: Server; port: number; s
   });
   server.removeAllListeners("error");
   server.on("error", (error) => console.error(JSON.stringify({ level: "error", msg: "http server error", error: String(error) })));
+  drain = drainable(server);
   const address = server.address();
   return {
     server,
+    drain,
     port: typeof address === "object" && address ? address.port : config.PORT,
     serve(l) {
       listener = l;
@@ -147,7 +172,9 @@ interface OpenDatabase {
 async function openEmbedded(config: Config, log: Log): Promise<OpenDatabase> {
   const dir = join(config.DATA_DIR, "pglite");
   await mkdir(dir, { recursive: true });
-  const db: PGlite = await openPglite(dir);
+  const db: PGlite = await openPglite(dir).catch((error: unknown) => {
+    throw pgliteOpenFailure(config.DATA_DIR, error);
+  });
   try {
     if (config.MIGRATE_ON_START) {
       const report = await migrate(pgliteSession(db), { log });
@@ -179,7 +206,7 @@ async function migrateOnStart(controlUrl: string, before: string | undefined, lo
     const role = new URL(controlUrl).username || "this role";
     throw new StartupError(
       `${before ?? "the schema is not current"}; ${role} may not install it (${(error as Error).message}). ` +
-        "The runtime roles cannot migrate: run `npx aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2), then start again",
+        "The runtime roles cannot migrate: run `npx --no-install aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2), then start again",
     );
   }
 }
@@ -198,7 +225,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
   const catalog = catalogPool ? { catalog: pgExecutor(catalogPool) } : {};
   const catalogUsage = (): PoolUsage[] => (catalogPool ? [usage(catalogPool, "catalog")] : []);
   if (config.REGISTRY_MODE === "data-plane") {
-    // No control credentials, no control pool: /v1/admin/* is 403 (Registry refuses control calls).
+    // No control credentials, no control pool: publications and admin reads are 403 (Registry refuses control calls).
     return {
       registry: new Registry({ data, ...catalog }),
       label: "PostgreSQL, data plane only",
@@ -251,7 +278,7 @@ export async function startServer(
   const config = loadConfig(env);
   checkConfig(config);
 
-  const { server, port, serve } = await listen(config);
+  const { server, port, drain, serve } = await listen(config);
   const url = `http://${config.HOST}:${port}`;
   const closeServer = () => new Promise<void>((resolve) => server.close(() => resolve()));
 
@@ -292,15 +319,19 @@ export async function startServer(
   const authenticator = authenticatorFrom({ ...config, AUTH_HS256_SECRET: secret });
   // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
   // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
+  // Route retention rides on its cycles (src/route-retention.ts).
+  const retention = retentionSettings(config);
   const maintenance =
     config.LEASE_MAINTENANCE_INTERVAL_MS > 0
       ? createMaintenanceTimer(registry, {
           minIntervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
           bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
+          ...(retention ? { retention: new RetentionSchedule(retention) } : {}),
           ...(options.maintenanceClock ? { clock: options.maintenanceClock } : {}),
           onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
-          onCycle: ({ expired, released }) => {
+          onCycle: ({ expired, released, retention: retained }) => {
             if (expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired, released }));
+            if (retained && retained.removed > 0) console.log(JSON.stringify({ level: "info", msg: "routes removed", removed: retained.removed }));
           },
         })
       : undefined;
@@ -312,6 +343,7 @@ export async function startServer(
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
     transportFailure: transport.transportFailure,
+    ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
     catalog: {
       ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
       maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
@@ -320,24 +352,25 @@ export async function startServer(
     ...(accessLog ? { log: accessLog } : {}),
     ...(config.METRICS
       ? {
-          metrics: {
+          metrics: nodeMetrics(config, {
             pools: database.pools,
-            public: config.METRICS_PUBLIC,
             transportRefusals: transport.refusals,
+            maintenance,
             ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
-          },
+          }),
         }
       : {}),
     ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
     allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
+    ...(retention ? { routeRetention: retention } : {}),
   });
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
   maintenance?.start();
 
-  log(`aip-registry listening on ${url} (${database.label})`);
+  log(`aip-registry listening on ${url} (${database.label}), PID ${process.pid}`);
   if (generated && secret) await printDevelopmentTokens(secret, url, config.DATA_DIR, log);
 
-  let closing: Promise<void> | undefined;
+  let closing: Promise<ShutdownReport> | undefined;
   const open = database;
   running = {
     url,
@@ -345,17 +378,30 @@ export async function startServer(
     registry,
     config,
     maintenance,
+    pools: open.pools,
+    get inFlight() {
+      return drain.inFlight;
+    },
     close: () =>
       (closing ??= (async () => {
-        await maintenance?.stop();
-        await closeServer();
-        await open.close();
-        // Last: the directory is free only once the database is closed.
-        await lock?.release();
+        // No new connections from here on; the requests in flight finish (or are cut at the
+        // deadline) while a running maintenance cycle completes.
+        const [drained] = await Promise.all([drain.drain(config.SHUTDOWN_DRAIN_MS), maintenance?.stop()]);
+        // A request cut at the deadline may still hold a pool connection until its statement
+        // ends (the statement timeout): wait for that at most DATABASE_CLOSE_MS.
+        const databaseClosed = await Promise.race([open.close().then(() => true), sleep(DATABASE_CLOSE_MS).then(() => false)]);
+        // Last, and only once the database is closed: otherwise the lock goes with the process,
+        // which the kernel releases when it exits.
+        if (databaseClosed) await lock?.release();
+        return { ...drained, databaseClosed };
       })()),
   };
   return running;
 }
+
+/** How long a stop waits for the database to close after the drain (pools end, PGlite closes). */
+const DATABASE_CLOSE_MS = 2000;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 async function printDevelopmentTokens(secret: string, url: string, dataDir: string, log: Log) {
   const ttlSeconds = 30 * 24 * 3600;
@@ -369,7 +415,7 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
       `  ADMIN_TOKEN=${admin}`,
       `  TENANT_TOKEN=${tenant}      # tenant_id=tenant-a`,
       "Connector hosts get tokens bound to their replica's peer principal:",
-      "  npx aip-registry token --scope replicas:write --peer-principal <peer_principal_id>",
+      "  npx --no-install aip-registry token --scope replicas:write --peer-principal <peer_principal_id>",
       "Try:",
       `  curl -s ${url}/readyz`,
       `  curl -s -H "Authorization: Bearer $TENANT_TOKEN" ${url}/v1/catalog/capabilities`,
@@ -378,19 +424,10 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
   );
 }
 
-// `node --import tsx src/node.ts` / `npm start`
-if (import.meta.url === `file://${process.argv[1]}`) {
-  startServer().then(
-    (running) => {
-      const shutdown = () => {
-        running.close().then(
-          () => process.exit(process.exitCode ?? 0),
-          () => process.exit(1),
-        );
-      };
-      process.once("SIGINT", shutdown);
-      process.once("SIGTERM", shutdown);
-    },
+// `npm start` (node dist/node.js), or `tsx src/node.ts` in development.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  serveUntilSignal(() => startServer()).then(
+    (code) => process.exit(code),
     (error: unknown) => {
       console.error(error instanceof Error ? error.message : error);
       process.exit(1);

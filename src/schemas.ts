@@ -316,6 +316,56 @@ export const RouteState = z.object({
 });
 export type RouteState = z.infer<typeof RouteState>;
 
+// Route retention and export ----------------------------------------------------------------------
+/** A time in a query or body: RFC 3339 with a UTC offset (`2026-11-01T00:00:00Z`). */
+export const TimeInput = z.iso.datetime({ offset: true, error: "must be an RFC 3339 time with an offset, e.g. 2026-11-01T00:00:00Z" });
+
+export const RouteRetentionResult = z
+  .object({
+    removed: Count.openapi({ description: "Released routes removed; `limit` of them means more are due." }),
+    removed_before: Timestamp.nullable().openapi({
+      description:
+        "Every route retention ever removed was settled before this time; a new route for an `act_` + UUIDv7 action minted before it (plus an hour) is refused `route-expired`. Null: nothing removed yet.",
+    }),
+    exported_before: Timestamp.nullable().openapi({ description: "An export covered every route settled before this time (null: none recorded)." }),
+    next_due: Timestamp.nullable().openapi({
+      description:
+        "When the oldest released route left reaches the end of its window (with ROUTE_RETENTION_REQUIRE_EXPORT: of the exported ones); null when there is none.",
+    }),
+  })
+  .openapi("RouteRetentionResult", {
+    example: { removed: 500, removed_before: "2026-11-01T09:12:44.318Z", exported_before: null, next_due: "2026-11-01T09:12:44.391Z" },
+  });
+export type RouteRetentionResult = z.infer<typeof RouteRetentionResult>;
+
+/** One exported route: what GET /v1/routes/{action_id} describes (the assignment and its reservation state). */
+export const RouteEvidence = RouteState.openapi("RouteEvidence");
+
+export const RoutesPage = z
+  .object({
+    settled_before: Timestamp.openapi({ description: "The upper bound applied: the one asked for, or an hour before now if that is earlier." }),
+    settled_after: Timestamp.nullable(),
+    routes: z.array(RouteEvidence).openapi({ description: "Released routes in (settled_at, action_id) order." }),
+    next_cursor: z.string().nullable().openapi({ description: "Pass it back as `cursor` for the next page; null on the last." }),
+  })
+  .openapi("RoutesPage");
+export type RoutesPage = z.infer<typeof RoutesPage>;
+
+export const RouteExportRecord = z
+  .object({
+    settled_after: TimeInput.nullable()
+      .optional()
+      .openapi({ description: "Where the export started (absent or null: at the beginning); at or before the current `exported_before`." }),
+    settled_before: TimeInput.openapi({ description: "The `settled_before` its pages answered." }),
+  })
+  .strict()
+  .openapi("RouteExportRecord", { example: { settled_after: "2026-10-01T00:00:00Z", settled_before: "2026-11-01T00:00:00Z" } });
+
+export const RouteExportWatermarks = z
+  .object({ exported_before: Timestamp.nullable(), removed_before: Timestamp.nullable() })
+  .openapi("RouteExportWatermarks", { example: { exported_before: "2026-11-01T00:00:00.000Z", removed_before: "2026-10-02T00:00:00.000Z" } });
+export type RouteExportWatermarks = z.infer<typeof RouteExportWatermarks>;
+
 // Catalog ---------------------------------------------------------------------------------------
 export const CapabilityDefinition = z
   .object({

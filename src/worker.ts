@@ -4,7 +4,8 @@
  * Bindings (wrangler vars and secrets; see wrangler.toml and docs/deploy.md):
  * - DATABASE_URL (secret): the data role. Required.
  * - CONTROL_DATABASE_URL (secret): the control role, for /v1/admin/*. Without it the Worker
- *   serves the data plane only and /v1/admin/* answers 403 `forbidden`.
+ *   serves the data plane only: publications and admin reads answer 403 `forbidden` (the
+ *   invariant checker, GET /v1/admin/invariants, runs as the data role).
  * - AUTH_HS256_SECRET (secret) or AUTH_JWKS_URL with AUTH_AUDIENCE and AUTH_ISSUER (or
  *   AUTH_ALLOW_ANY_ISSUER=true), and the other AUTH_* settings of src/config.ts: the same rules as
  *   the Node server (src/http/auth-settings.ts); a configuration they refuse answers every request
@@ -18,6 +19,8 @@
  * - CATALOG_CACHE (`true` by default): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
  * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/lease-clock.ts), exported below.
+ * - ROUTE_RETENTION_DAYS, ROUTE_RETENTION_REQUIRE_EXPORT: route retention, run in the clock's
+ *   cycles (src/route-retention.ts).
  *
  * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
  * `storage` until it matches. Lease maintenance runs from the LeaseClock's alarm, only when a
@@ -38,7 +41,8 @@ import { authenticatorFrom, type Authenticator } from "./http/auth.js";
 import { refineVerifierSettings } from "./http/auth-settings.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
 import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
-import { DEFAULT_MIN_INTERVAL_MS, runLeaseMaintenance, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
+import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
+import { RetentionSchedule, retentionSettings, type RetentionSettings } from "./route-retention.js";
 import { NEON_HTTP_TIMEOUT_MS } from "./limits.js";
 import { jsonLines } from "./observability/access-log.js";
 import { PROBLEM_TITLES } from "./registry/errors.js";
@@ -72,6 +76,8 @@ export interface WorkerEnv {
   CATALOG_MAX_STALENESS_MS?: string;
   LEASE_MAINTENANCE_INTERVAL_MS?: string;
   ALLOW_REGISTRATION_WITHOUT_EVIDENCE?: string;
+  ROUTE_RETENTION_DAYS?: string;
+  ROUTE_RETENTION_REQUIRE_EXPORT?: string;
   NEON_HTTP_TIMEOUT_MS?: string;
   LEASE_CLOCK?: ClockNamespace;
 }
@@ -106,6 +112,8 @@ const WorkerConfigSchema = ConfigSchema.pick({
   CATALOG_MAX_STALENESS_MS: true,
   LEASE_MAINTENANCE_INTERVAL_MS: true,
   ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,
+  ROUTE_RETENTION_DAYS: true,
+  ROUTE_RETENTION_REQUIRE_EXPORT: true,
 })
   .extend({
     NEON_TRANSPORT: z
@@ -135,6 +143,9 @@ class WorkerRuntime implements ClockHost {
   readonly gate = new SchemaGate();
   readonly authenticator: Authenticator;
   readonly bounds: MaintenanceBounds;
+  /** Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its next cycle. */
+  readonly retention: RetentionSettings | undefined;
+  private readonly retentionSchedule: RetentionSchedule | undefined;
   /** The newest catalog revision this isolate has seen confirmed, for every app it builds. */
   readonly confirmedRevision = new ConfirmedRevision();
   /** The location's catalog cache (Cache API, behind an in-isolate memory cache); none when disabled or unavailable. */
@@ -151,6 +162,8 @@ class WorkerRuntime implements ClockHost {
   ) {
     this.authenticator = authenticatorFrom(config);
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
+    this.retention = retentionSettings(config);
+    this.retentionSchedule = this.retention ? new RetentionSchedule(this.retention) : undefined;
     const edge = (globalThis as { caches?: { default?: EdgeCache } }).caches?.default;
     this.catalogCache = config.CATALOG_CACHE && edge ? new EdgeCatalogCache(edge) : undefined;
     this.minIntervalMs = config.LEASE_MAINTENANCE_INTERVAL_MS || DEFAULT_MIN_INTERVAL_MS;
@@ -187,6 +200,7 @@ class WorkerRuntime implements ClockHost {
       },
       ...(this.notifier ? { onLease: this.notifier.notify } : {}),
       allowRegistrationWithoutEvidence: this.config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
+      ...(this.retention ? { routeRetention: this.retention } : {}),
       // The Swagger UI files would triple the bundle: /docs loads them, pinned, from the CDN.
       docsAssets: "cdn",
     });
@@ -211,8 +225,10 @@ class WorkerRuntime implements ClockHost {
   async maintain(): Promise<MaintenanceCycle> {
     const pools = this.config.NEON_TRANSPORT === "websocket" ? new RequestPools() : undefined;
     try {
-      const cycle = await runLeaseMaintenance(this.registry(pools), this.bounds);
-      if (cycle.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", ...cycle }));
+      const cycle = await runMaintenanceCycle(this.registry(pools), this.bounds, this.retentionSchedule);
+      if (cycle.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired: cycle.expired, released: cycle.released }));
+      if (cycle.retention && cycle.retention.removed > 0)
+        console.log(JSON.stringify({ level: "info", msg: "routes removed", removed: cycle.retention.removed }));
       return cycle;
     } finally {
       await pools?.end();

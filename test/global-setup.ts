@@ -6,12 +6,14 @@
  * - login roles for the control and data group roles, so tests run with the real grants;
  * - the local Neon proxy and a database for the workerd suite;
  * - a local identity provider's JWKS endpoint for the workerd suite (test/support/jwks-server.ts).
+ * - dist/, when src/ changed since it was built: the CLI and `npm start` tests run the compiled code.
  */
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { migrate } from "../src/db/migrate.js";
 import { withPgSession } from "../src/db/pg.js";
 import { startNeonProxy } from "../dev/neon-proxy.js";
+import { ensureBuilt } from "../scripts/build.mjs";
 import { startEmbeddedServer } from "./support/embedded-postgres.js";
 import { startJwksServer } from "./support/jwks-server.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
@@ -49,6 +51,7 @@ async function startEmbedded(): Promise<{ info: PgServerInfo; stop: () => Promis
 }
 
 export default async function setup(project: TestProject) {
+  await ensureBuilt();
   const started = process.env.DATABASE_URL ? undefined : await startEmbedded();
   const info: PgServerInfo = started?.info ?? {
     adminUrl: process.env.DATABASE_URL as string,

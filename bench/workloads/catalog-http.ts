@@ -7,11 +7,17 @@
  *   the revision), deep pages (pages 6-10) the same way, the 304 path (If-None-Match with the
  *   page's ETag), first pages with 5 s of staleness allowed (no statement), and first pages with
  *   the cache off (every request builds its page).
+ * - first pages with the cache warm, asking for identity, gzip and brotli in turn (the same
+ *   server, only Accept-Encoding differs), alternated A B C A B C: throughput and bytes per page
+ *   with and without compression in one run. The Node server compresses a cached answer once per
+ *   coding, so these are hits that serve stored bytes.
  * Each configuration is a server process of its own; pages are requested once untimed first, so a
  * warm figure measures warm hits.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
@@ -62,6 +68,37 @@ interface Target {
   etag?: string;
 }
 
+/**
+ * CPU time the server process has used so far, in ms (Linux /proc; clock ticks of 10 ms). On a
+ * machine shared with other work, CPU per request is the figure other load moves least.
+ */
+function processCpuMs(pid: number | undefined): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after "pid (comm) ".
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The body bytes a client receives for `target` with this Accept-Encoding (undecoded, as on the wire). */
+function wireBytes(url: string, target: Target, acceptEncoding: string | undefined): Promise<{ bytes: number; coding: string | null }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(`${url}${target.path}`, {
+      headers: { authorization: `Bearer ${target.token}`, ...(acceptEncoding ? { "accept-encoding": acceptEncoding } : {}) },
+    });
+    request.on("response", (response) => {
+      let bytes = 0;
+      response.on("data", (chunk: Buffer) => (bytes += chunk.length));
+      response.on("end", () => resolve({ bytes, coding: (response.headers["content-encoding"] as string | undefined) ?? null }));
+      response.on("error", reject);
+    });
+    request.on("error", reject);
+    request.end();
+  });
+}
+
 export async function runCatalogHttp(
   recorder: Recorder,
   db: BenchDatabase,
@@ -74,7 +111,12 @@ export async function runCatalogHttp(
   const seconds = Math.max(1, Math.round(plan.durationMs / 1000));
 
   /** One autocannon phase over `targets`, recorded as a figure. */
-  const phase = async (url: string, name: string, targets: Target[], options: { expect: number; conditional?: boolean; note?: string }) => {
+  const phase = async (
+    url: string,
+    name: string,
+    targets: Target[],
+    options: { expect: number; conditional?: boolean; acceptEncoding?: string; note?: string; serverPid?: number },
+  ) => {
     let next = 0;
     const failures: Record<string, number> = {};
     const run = (duration: number) =>
@@ -90,7 +132,11 @@ export async function runCatalogHttp(
               return {
                 ...request,
                 path: target.path,
-                headers: { authorization: `Bearer ${target.token}`, ...(options.conditional && target.etag ? { "if-none-match": target.etag } : {}) },
+                headers: {
+                  authorization: `Bearer ${target.token}`,
+                  ...(options.conditional && target.etag ? { "if-none-match": target.etag } : {}),
+                  ...(options.acceptEncoding ? { "accept-encoding": options.acceptEncoding } : {}),
+                },
               };
             },
             onResponse: (status) => {
@@ -101,8 +147,12 @@ export async function runCatalogHttp(
       });
     await run(1);
     const observer = await observe(db.server.adminUrl, db.name);
+    const cpuBefore = processCpuMs(options.serverPid);
     const result = await run(seconds);
+    const cpuAfter = processCpuMs(options.serverPid);
     const observation = await observer.stop();
+    const cpuPerRequest = cpuBefore !== undefined && cpuAfter !== undefined ? (cpuAfter - cpuBefore) / result.requests.total : undefined;
+    if (cpuPerRequest !== undefined) console.log(`    server CPU ${(cpuPerRequest * 1000).toFixed(0)} µs per request`);
     return recorder.add({
       suite: "catalog-http",
       name,
@@ -122,7 +172,9 @@ export async function runCatalogHttp(
         max: result.latency.max,
       },
       observation,
-      note: `autocannon request latency; p95 column shows p90${options.note ? `; ${options.note}` : ""}`,
+      note: `autocannon request latency; p95 column shows p90${options.note ? `; ${options.note}` : ""}${
+        cpuPerRequest !== undefined ? `; server CPU ${(cpuPerRequest * 1000).toFixed(0)} µs per request` : ""
+      }`,
     });
   };
 
@@ -147,11 +199,11 @@ export async function runCatalogHttp(
     return { first, deep };
   };
 
-  const configurations: { label: string; env: Record<string, string>; phases: (url: string) => Promise<void> }[] = [
+  const configurations: { label: string; env: Record<string, string>; phases: (url: string, serverPid: number | undefined) => Promise<void> }[] = [
     {
       label: "cache, no staleness",
       env: { CATALOG_CACHE_BYTES: String(256 * 1024 * 1024), CATALOG_MAX_STALENESS_MS: "0" },
-      phases: async (url) => {
+      phases: async (url, serverPid) => {
         const health = await phase(url, "GET /healthz (HTTP no-op)", [{ path: "/healthz", token: "" }], { expect: 200 });
         const { first, deep } = await collect(url);
         for (const figure of [
@@ -160,6 +212,38 @@ export async function runCatalogHttp(
           await phase(url, "304: If-None-Match with the page's ETag", first, { expect: 304, conditional: true }),
         ]) {
           relate(figure, health);
+        }
+        // Compression A/B/C on this server: only Accept-Encoding differs. Bytes first (which also
+        // makes every coding of every page cached), then the rounds.
+        const codings: [string, string | undefined][] = [
+          ["identity", undefined],
+          ["gzip", "gzip"],
+          ["br", "br"],
+        ];
+        const perPage: Record<string, number> = {};
+        for (const [label, accept] of codings) {
+          let total = 0;
+          for (const target of first) {
+            const { bytes, coding } = await wireBytes(url, target, accept);
+            if (coding !== (accept ?? null)) throw new Error(`asked for ${label}, got ${coding ?? "identity"}`);
+            total += bytes;
+          }
+          perPage[label] = total / first.length;
+        }
+        console.log(`    bytes per first page (limit ${PAGE}): ${codings.map(([label]) => `${label} ${perPage[label]?.toFixed(0)}`).join(", ")}`);
+        for (let round = 1; round <= 3; round++) {
+          for (const [label, accept] of codings) {
+            const bytes = perPage[label] as number;
+            relate(
+              await phase(url, `first page, cache warm, staleness 0, ${label} (round ${round})`, first, {
+                expect: 200,
+                serverPid,
+                ...(accept ? { acceptEncoding: accept } : {}),
+                note: `Accept-Encoding ${accept ?? "none"}; ${bytes.toFixed(0)} body bytes per page (${((100 * bytes) / (perPage.identity as number)).toFixed(1)} % of identity)`,
+              }),
+              health,
+            );
+          }
         }
       },
     },
@@ -204,7 +288,7 @@ export async function runCatalogHttp(
   for (const configuration of configurations) {
     const { url, child } = await startServer(db, { DB_POOL_MAX: String(plan.poolMax), ...configuration.env });
     try {
-      await configuration.phases(url);
+      await configuration.phases(url, child.pid);
     } finally {
       child.kill("SIGTERM");
       await once(child, "exit").catch(() => {});

@@ -19,9 +19,17 @@
  * HTTP semantics follow from the same fact: the strong ETag is `"<revision>-<digest of tenant and
  * request>"`, `If-None-Match` with it (or `*`) is answered 304 in the same single statement, and
  * responses say `Cache-Control: private, no-cache` (see src/routes/catalog.ts).
+ *
+ * Where the server compresses (`compressor`: the Node server), an answer is compressed once per
+ * cached answer and coding, kept beside it, and a hit serves those bytes as they are. A compressed
+ * representation is another representation: its strong ETag carries the coding
+ * (`"<revision>-<digest>-br"`), as RFC 9110 requires of a strong validator. `If-None-Match`
+ * compares weakly, so a validator of any coding of this request at this revision answers 304, with
+ * the ETag of the coding this request would get.
  */
+import { negotiateCoding, type Compressor, type ContentCoding } from "../http/compression.js";
 import { ANY_REVISION, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
-import type { CatalogCache } from "./cache.js";
+import type { CachedCatalogAnswer, CatalogCache } from "./cache.js";
 
 export interface CatalogServingOptions {
   /** Where answers are kept; none: every request builds its answer. */
@@ -35,16 +43,26 @@ export interface CatalogServingOptions {
    * (SharedRevisionCheck). Only where one request may await another's I/O: Node, not Workers.
    */
   sharedRevisionCheck?: boolean;
+  /** Compress answers for clients that accept it, once per cached answer (the Node server). */
+  compressor?: Compressor;
   now?: () => number;
 }
 
 export type Defer = (work: Promise<unknown>) => void;
 
+/** What of the HTTP request decides the answer besides the tenant and the query. */
+export interface CatalogRequest {
+  ifNoneMatch?: string | undefined;
+  acceptEncoding?: string | undefined;
+  /** Runs the cache write after the response where the platform needs to be told (a Worker's waitUntil); without it the write runs unawaited. */
+  defer?: Defer | undefined;
+}
+
 /** How an answer was produced: `hit` (no statement), `revalidated` (one statement, nothing built), `miss` (built). */
 export type CacheOutcome = "hit" | "revalidated" | "miss";
 
 export type CatalogOutcome =
-  | { status: 200; revision: number; etag: string; body: string; cache: CacheOutcome }
+  | { status: 200; revision: number; etag: string; body: string | Uint8Array; coding: ContentCoding | null; cache: CacheOutcome }
   | { status: 304; revision: number; etag: string; cache: CacheOutcome }
   | { status: 404; revision: number; cache: CacheOutcome };
 
@@ -82,13 +100,14 @@ export function keyDigest(key: string): string {
   return (a >>> 0).toString(16).padStart(8, "0") + (b >>> 0).toString(16).padStart(8, "0");
 }
 
-export const etagOf = (revision: number, digest: string) => `"${revision}-${digest}"`;
+/** The strong ETag of an answer at `revision`, per representation: its content coding, if any. */
+export const etagOf = (revision: number, digest: string, coding: ContentCoding | null = null) => `"${revision}-${digest}${coding ? `-${coding}` : ""}"`;
 
-const VALIDATOR = /^(?:W\/)?"(\d{1,16})-([0-9a-f]{16})"$/;
+const VALIDATOR = /^(?:W\/)?"(\d{1,16})-([0-9a-f]{16})(?:-(?:br|gzip))?"$/;
 
 /**
  * What If-None-Match says about this request: `any` for `*`, otherwise the newest revision among
- * the validators issued for this very request (digest match), or null.
+ * the validators issued for this very request (digest match, whatever their coding), or null.
  */
 export function validatorRevision(header: string | undefined, digest: string): number | "any" | null {
   if (!header) return null;
@@ -184,33 +203,45 @@ export class CatalogServer {
     this.revisionCheck = options.sharedRevisionCheck && options.cache ? new SharedRevisionCheck(() => registry.catalogRevision()) : undefined;
   }
 
-  /**
-   * `defer` runs the cache write after the response where the platform needs to be told (a
-   * Worker's waitUntil); without it the write runs unawaited.
-   */
-  page(tenantId: string | null, query: CatalogQuery, ifNoneMatch?: string, defer?: Defer): Promise<CatalogOutcome> {
-    return this.serve(pageKey(tenantId, query), ifNoneMatch, cursorRevision(query.cursor), defer, (ifRevision) =>
+  /** Whether answers depend on Accept-Encoding (they are then sent with `Vary: Accept-Encoding`). */
+  get compresses(): boolean {
+    return this.options.compressor !== undefined;
+  }
+
+  page(tenantId: string | null, query: CatalogQuery, request: CatalogRequest = {}): Promise<CatalogOutcome> {
+    return this.serve(pageKey(tenantId, query), request, cursorRevision(query.cursor), (ifRevision) =>
       this.registry.catalogPageText(tenantId, query, ifRevision),
     );
   }
 
-  definition(tenantId: string | null, capabilityId: string, ifNoneMatch?: string, defer?: Defer): Promise<CatalogOutcome> {
-    return this.serve(definitionKey(tenantId, capabilityId), ifNoneMatch, undefined, defer, (ifRevision) =>
+  definition(tenantId: string | null, capabilityId: string, request: CatalogRequest = {}): Promise<CatalogOutcome> {
+    return this.serve(definitionKey(tenantId, capabilityId), request, undefined, (ifRevision) =>
       this.registry.catalogGetText(tenantId, capabilityId, ifRevision),
     );
   }
 
   private async serve(
     key: string,
-    ifNoneMatch: string | undefined,
+    request: CatalogRequest,
     fromRevision: number | undefined,
-    defer: Defer | undefined,
     read: (ifRevision: number | null) => Promise<CatalogText>,
   ): Promise<CatalogOutcome> {
+    const { compressor, cache } = this.options;
     const digest = keyDigest(key);
-    const etag = (revision: number) => etagOf(revision, digest);
-    const validator = validatorRevision(ifNoneMatch, digest);
-    const cached = await this.options.cache?.get(key);
+    // Decided by the request alone, so that a 304 names the same representation a 200 would.
+    const coding = compressor ? negotiateCoding(request.acceptEncoding, compressor.codings) : null;
+    const etag = (revision: number) => etagOf(revision, digest, coding);
+    const validator = validatorRevision(request.ifNoneMatch, digest);
+    const cached = await cache?.get(key);
+    /** The cached answer in this request's coding: compressed at most once per entry and coding. */
+    const served = async (entry: CachedCatalogAnswer): Promise<string | Uint8Array> => {
+      if (!coding || !compressor) return entry.body;
+      const kept = entry.encoded?.[coding];
+      if (kept) return kept;
+      const bytes = await compressor.compress(entry.body, coding);
+      cache?.attach?.(key, entry.revision, coding, bytes);
+      return bytes;
+    };
 
     // Within the staleness bound, and never for a cursor newer than what is cached: no statement.
     if (
@@ -219,7 +250,7 @@ export class CatalogServer {
       this.confirmed.current(cached.revision, this.now(), this.options.maxStalenessMs ?? 0)
     ) {
       if (validator === "any" || validator === cached.revision) return { status: 304, revision: cached.revision, etag: etag(cached.revision), cache: "hit" };
-      return { status: 200, revision: cached.revision, etag: etag(cached.revision), body: cached.body, cache: "hit" };
+      return { status: 200, revision: cached.revision, etag: etag(cached.revision), body: await served(cached), coding, cache: "hit" };
     }
 
     // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
@@ -228,7 +259,7 @@ export class CatalogServer {
       if (current !== undefined) this.confirmed.confirm(current, this.now());
       if (current === cached.revision) {
         if (validator === "any" || validator === current) return { status: 304, revision: current, etag: etag(current), cache: "revalidated" };
-        return { status: 200, revision: current, etag: etag(current), body: cached.body, cache: "revalidated" };
+        return { status: 200, revision: current, etag: etag(current), body: await served(cached), coding, cache: "revalidated" };
       }
     }
 
@@ -240,15 +271,18 @@ export class CatalogServer {
     if (answer.not_modified) {
       if (validator === "any" || validator === revision) return { status: 304, revision, etag: etag(revision), cache: "revalidated" };
       // The validator we sent was the cached answer's: serve it.
-      if (cached?.revision === revision) return { status: 200, revision, etag: etag(revision), body: cached.body, cache: "revalidated" };
+      if (cached?.revision === revision) return { status: 200, revision, etag: etag(revision), body: await served(cached), coding, cache: "revalidated" };
       throw new Error(`catalog answered "not modified" at revision ${revision}, which nothing here holds`);
     }
     if (answer.text === null) return { status: 404, revision, cache: "miss" };
-    if (this.options.cache) {
-      const write = this.options.cache.put(key, { revision, body: answer.text }).catch(() => {});
-      defer?.(write);
+    const built: CachedCatalogAnswer = { revision, body: answer.text };
+    const body = validator === "any" ? undefined : await served(built);
+    if (body instanceof Uint8Array && coding) built.encoded = { [coding]: body };
+    if (cache) {
+      const write = cache.put(key, built).catch(() => {});
+      request.defer?.(write);
     }
-    if (validator === "any") return { status: 304, revision, etag: etag(revision), cache: "miss" };
-    return { status: 200, revision, etag: etag(revision), body: answer.text, cache: "miss" };
+    if (body === undefined) return { status: 304, revision, etag: etag(revision), cache: "miss" };
+    return { status: 200, revision, etag: etag(revision), body, coding, cache: "miss" };
   }
 }

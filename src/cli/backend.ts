@@ -16,6 +16,9 @@ import {
   type InvariantReport,
   type PublicationResult,
   type Readiness,
+  type RouteExportWatermarks,
+  type RouteRetentionResult,
+  type RoutesPage,
 } from "../client.js";
 import { BINDINGS_PAGE } from "../limits.js";
 import { RECORD_KINDS } from "../record-kinds.js";
@@ -35,7 +38,26 @@ export interface Backend {
   fleetRegions(): Promise<FleetRegion[] | null>;
   checkInvariants(): Promise<InvariantReport>;
   expireLeases(limit: number): Promise<{ expired: number; released: number }>;
+  /**
+   * One route-retention batch. Over HTTP the server applies its own window and `window` must be
+   * absent; over SQL there is no server, so it is required.
+   */
+  removeSettledRoutes(limit: number, window?: RetentionWindow): Promise<RouteRetentionResult>;
+  routesPage(query: RoutesQuery): Promise<RoutesPage>;
+  recordRouteExport(settledAfter: string | null, settledBefore: string): Promise<RouteExportWatermarks>;
   close(): Promise<void>;
+}
+
+export interface RetentionWindow {
+  days: number;
+  requireExport: boolean;
+}
+
+export interface RoutesQuery {
+  settledBefore: string;
+  settledAfter?: string;
+  cursor?: string;
+  limit?: number;
 }
 
 export function httpBackend(options: { url: string; token: string | (() => Promise<string>); timeoutMs: number }): Backend {
@@ -74,6 +96,12 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
       ),
     checkInvariants: () => client.checkInvariants(),
     expireLeases: (limit) => client.expireLeases(limit),
+    async removeSettledRoutes(limit, window) {
+      if (window) throw new Error("over HTTP the server applies its own evidence window");
+      return client.removeSettledRoutes(limit);
+    },
+    routesPage: (query) => client.routesPage(query),
+    recordRouteExport: (after, before) => client.recordRouteExport(after, before),
     close: async () => {},
   };
 }

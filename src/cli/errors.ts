@@ -19,19 +19,38 @@ export class FleetFileError extends Error {
   }
 }
 
-/** The API or database could not be reached at all (refused, DNS, timeout). Exit 3. */
+/**
+ * The API or database could not be reached at all (refused, DNS, timeout). Exit 3. Given the
+ * bound that ran out (`timeoutMs`), a timeout says so: "did not answer within 10 s".
+ */
 export class RegistryUnreachable extends Error {
   override name = "RegistryUnreachable";
-  constructor(target: string, cause: unknown, what = "the registry") {
+  constructor(target: string, cause: unknown, what = "the registry", timeoutMs?: number) {
     const reason = (cause as { cause?: { message?: string } })?.cause?.message ?? (cause as Error)?.message ?? String(cause);
-    super(`${what} at ${target} is unreachable: ${(cause as Error)?.name === "TimeoutError" ? "timed out" : reason}`);
+    const timedOut = isTimeout(cause);
+    super(
+      timedOut && timeoutMs !== undefined
+        ? `${what} at ${target} did not answer within ${timeoutMs / 1000} s`
+        : `${what} at ${target} is unreachable: ${timedOut ? "timed out" : reason}`,
+    );
   }
 }
 
-/** A socket-level failure to connect (as opposed to a refusal by a reachable server). */
+/** A socket-level failure to connect (as opposed to a refusal by a reachable server), a timeout included. */
 export function isConnectionFailure(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;
-  return typeof code === "string" && /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|57P03|08\w{3})$/.test(code);
+  return (
+    isTimeout(error) ||
+    (typeof code === "string" && /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|57P03|08\w{3})$/.test(code))
+  );
+}
+
+/** fetch's AbortSignal.timeout, or pg giving up on connecting or on an answer (its errors carry no code). */
+function isTimeout(error: unknown): boolean {
+  const { name, message, cause } = (error ?? {}) as { name?: string; message?: string; cause?: unknown };
+  if (name === "TimeoutError") return true;
+  if (/^(timeout expired|Connection terminated due to connection timeout|Query read timeout)$/.test(message ?? "")) return true;
+  return cause !== undefined && cause !== error && isTimeout(cause);
 }
 
 /** An error with notes that locate it (e.g. the fleet-file record a refused change came from). */

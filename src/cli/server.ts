@@ -6,9 +6,12 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { MigrationError, migrate as runMigrations, type MigrationReport } from "../db/migrate.js";
 import { redactUrl, withPgSession } from "../db/pg.js";
+import { CLI_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
 import { startServer } from "../node.js";
+import { pgliteOpenFailure } from "../node/data-dir-check.js";
 import { lockDataDir } from "../node/data-dir-lock.js";
+import { serveUntilSignal } from "../node/signals.js";
 import { EXIT, dataDir, str, type CommandContext } from "./context.js";
 import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
 
@@ -19,7 +22,7 @@ export async function migrate(ctx: CommandContext): Promise<number> {
   if (url) {
     io.err(`migrating ${redactUrl(url)}`);
     try {
-      report = await withPgSession(url, (session) => runMigrations(session, { log: io.err }));
+      report = await withPgSession(url, (session) => runMigrations(session, { log: io.err }), { connectionTimeoutMs: CLI_CONNECT_TIMEOUT_MS });
     } catch (error) {
       if ((error as { code?: unknown }).code === "42501") {
         const role = new URL(url).username || "this role";
@@ -27,7 +30,7 @@ export async function migrate(ctx: CommandContext): Promise<number> {
           `${role} may not install the schema (${(error as Error).message}): migrations run as the database owner; pass the owner's URL with --database-url (docs/deploy.md)`,
         );
       }
-      throw isConnectionFailure(error) ? new RegistryUnreachable(redactUrl(url), error, "the database") : error;
+      throw isConnectionFailure(error) ? new RegistryUnreachable(redactUrl(url), error, "the database", CLI_CONNECT_TIMEOUT_MS) : error;
     }
   } else {
     const dir = join(dataDir(ctx), "pglite");
@@ -36,7 +39,9 @@ export async function migrate(ctx: CommandContext): Promise<number> {
     try {
       io.err(`migrating the embedded PGlite database at ${dir}`);
       await mkdir(dir, { recursive: true });
-      const db = await openPglite(dir);
+      const db = await openPglite(dir).catch((error: unknown) => {
+        throw pgliteOpenFailure(dataDir(ctx), error);
+      });
       try {
         report = await runMigrations(pgliteSession(db), { log: io.err });
       } finally {
@@ -64,12 +69,6 @@ export async function serve(ctx: CommandContext): Promise<number> {
     const value = str(ctx.values, option);
     if (value !== undefined) env[variable] = value;
   }
-  const running = await startServer(env, ctx.io.out);
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once("SIGINT", () => resolve("SIGINT"));
-    process.once("SIGTERM", () => resolve("SIGTERM"));
-  });
-  ctx.io.err(`${signal}: shutting down`);
-  await running.close();
-  return EXIT.ok;
+  // Until SIGTERM or SIGINT, then the graceful stop (src/node/signals.ts): exit 0 once drained.
+  return serveUntilSignal(() => startServer(env, ctx.io.out));
 }

@@ -3,17 +3,35 @@
  * directly through a small pg pool, as the API itself would call them.
  */
 import { createPgPool, pgExecutor, redactUrl } from "../db/pg.js";
-import { BINDINGS_PAGE } from "../limits.js";
+import { BINDINGS_PAGE, CLI_CONNECT_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS } from "../limits.js";
 import { verifySchema } from "../registry/schema-check.js";
 import { Registry } from "../registry/registry.js";
 import type { Backend } from "./backend.js";
+import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
 
-export function sqlBackend(databaseUrl: string): Backend {
-  const pool = createPgPool(databaseUrl, { max: 2, applicationName: "aip-registry-cli" });
+/**
+ * Connects once before anything else, within CLI_CONNECT_TIMEOUT_MS: a database that cannot be
+ * reached (or accepts and never answers) is reported as such, naming it (exit 3). Every statement
+ * is bounded server-side (the pool's statement_timeout) and client-side a little later.
+ */
+export async function sqlBackend(databaseUrl: string): Promise<Backend> {
+  const target = redactUrl(databaseUrl);
+  const pool = createPgPool(databaseUrl, {
+    max: 2,
+    applicationName: "aip-registry-cli",
+    connectionTimeoutMs: CLI_CONNECT_TIMEOUT_MS,
+    queryTimeoutMs: DB_STATEMENT_TIMEOUT_MS.default + 5_000,
+  });
+  try {
+    (await pool.connect()).release();
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw isConnectionFailure(error) ? new RegistryUnreachable(target, error, "the database", CLI_CONNECT_TIMEOUT_MS) : error;
+  }
   const executor = pgExecutor(pool);
   const registry = new Registry({ data: executor, control: executor });
   return {
-    target: redactUrl(databaseUrl),
+    target,
     async readiness() {
       const { ok, ...verdict } = await verifySchema(registry);
       return { status: ok ? "ready" : "not_ready", ...verdict };
@@ -34,6 +52,12 @@ export function sqlBackend(databaseUrl: string): Backend {
     fleetRegions: async () => (await registry.fleetRegions()).regions,
     checkInvariants: () => registry.checkInvariants(),
     expireLeases: (limit) => registry.expireLeases(limit),
+    async removeSettledRoutes(limit, window) {
+      if (!window) throw new Error("over SQL the evidence window must be given");
+      return registry.removeSettledRoutes(window.days, window.requireExport, limit);
+    },
+    routesPage: (query) => registry.routesPage(query),
+    recordRouteExport: (after, before) => registry.recordRouteExport(after, before),
     close: () => pool.end(),
   };
 }

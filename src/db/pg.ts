@@ -3,7 +3,7 @@
  * session for migrations.
  */
 import pg from "pg";
-import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS } from "../limits.js";
+import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS, MIGRATION_CONNECT_TIMEOUT_MS, MIGRATION_QUERY_TIMEOUT_MS } from "../limits.js";
 import type { SqlExecutor } from "./executor.js";
 import type { MigrationSession } from "./migrate.js";
 
@@ -16,6 +16,11 @@ export interface PgPoolOptions {
    */
   statementTimeoutMs?: number;
   connectionTimeoutMs?: number;
+  /**
+   * Client-side bound on each query (pg's query_timeout): the answer to a server that stops
+   * answering mid-session, which no server-side timeout can end. Unset: none.
+   */
+  queryTimeoutMs?: number;
   applicationName?: string;
 }
 
@@ -26,6 +31,7 @@ export function createPgPool(connectionString: string, options: PgPoolOptions = 
     max: options.max ?? DB_POOL_MAX.default,
     ...(statementTimeoutMs > 0 ? { statement_timeout: statementTimeoutMs } : {}),
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
+    ...(options.queryTimeoutMs ? { query_timeout: options.queryTimeoutMs } : {}),
     idleTimeoutMillis: 30_000,
     application_name: options.applicationName ?? "aip-registry",
   });
@@ -69,8 +75,23 @@ export function pgExecutor(pool: pg.Pool): SqlExecutor {
   };
 }
 
-export async function withPgSession<T>(connectionString: string, fn: (session: MigrationSession) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString, application_name: "aip-registry-migrate" });
+/**
+ * One session for a migration. Bounded: connecting by `connectionTimeoutMs` (default
+ * MIGRATION_CONNECT_TIMEOUT_MS), and each statement client-side by `queryTimeoutMs` (default
+ * MIGRATION_QUERY_TIMEOUT_MS, past the migration's own server-side statement timeout), so a server
+ * that accepts the connection and never answers cannot hang the caller.
+ */
+export async function withPgSession<T>(
+  connectionString: string,
+  fn: (session: MigrationSession) => Promise<T>,
+  options: { connectionTimeoutMs?: number; queryTimeoutMs?: number } = {},
+): Promise<T> {
+  const client = new pg.Client({
+    connectionString,
+    application_name: "aip-registry-migrate",
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? MIGRATION_CONNECT_TIMEOUT_MS,
+    query_timeout: options.queryTimeoutMs ?? MIGRATION_QUERY_TIMEOUT_MS,
+  });
   client.on("error", () => {});
   await client.connect();
   try {

@@ -22,8 +22,9 @@
  * prints. That text is information only; the flock is the lock.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { checkDataDir, DataDirError } from "./data-dir-check.js";
 
 export const LOCK_FILE = "registry.lock";
 
@@ -47,7 +48,7 @@ export class DataDirLocked extends Error {
     const who = holder
       ? `PID ${holder.pid} (${holder.command}${holder.url ? ` at ${holder.url}` : ""}${holder.since ? `, since ${holder.since}` : ""})`
       : "another process";
-    super(`the data directory ${dir} is in use by ${who}: stop it first, or set DATA_DIR to another directory (or DATABASE_URL for PostgreSQL)`);
+    super(`DATA_DIR=${dir} is in use by ${who}: stop it first, or set DATA_DIR to another directory (or DATABASE_URL for PostgreSQL)`);
   }
 }
 
@@ -136,8 +137,8 @@ export async function lockDataDir(
   holder: Omit<LockHolder, "pid" | "since">,
   options: { helpers?: LockHelper[]; onLost?: () => void } = {},
 ): Promise<DataDirLock> {
-  const absolute = resolve(dir);
-  await mkdir(absolute, { recursive: true });
+  // Created if missing; a directory this process cannot use is refused here, saying why.
+  const absolute = await checkDataDir(dir);
   const path = join(absolute, LOCK_FILE);
   const helpers = options.helpers ?? (Object.keys(LOCK_HELPERS) as LockHelper[]);
 
@@ -153,11 +154,11 @@ export async function lockDataDir(
       if (result.outcome !== "missing") break;
     }
     if (result.outcome === "missing") {
-      throw new Error(
-        `cannot lock the data directory ${absolute}: neither \`flock\` (util-linux) nor \`perl\` is installed; install one of them, or use PostgreSQL (DATABASE_URL)`,
+      throw new DataDirError(
+        `cannot lock DATA_DIR=${absolute}: neither \`flock\` (util-linux) nor \`perl\` is installed; install one of them, or use PostgreSQL (DATABASE_URL)`,
       );
     }
-    if (result.outcome === "failed") throw new Error(`cannot lock the data directory ${absolute}: ${result.reason}`);
+    if (result.outcome === "failed") throw new DataDirError(`cannot lock DATA_DIR=${absolute}: ${result.reason}`);
     if (result.outcome === "held") {
       const current = await readHolder(path);
       const settling = current === null && Date.now() < started + 2000;

@@ -1,16 +1,27 @@
 /**
  * What happens below the app, in Node's HTTP server: requests that Node's parser refuses, that
- * @hono/node-server cannot turn into a Request, and connections that end before their request
- * was received.
+ * @hono/node-server cannot turn into a Request, that HTTP/1.1 forbids or that this server will not
+ * read, and connections that end before their request was received.
  *
  * - Node reports parse errors, oversized headers and its request timeouts as `clientError` and by
  *   default answers them with a bare status line. Here the answer is the API's problem+json (the
  *   same codes the README documents), written to the socket as Node would write its own.
+ * - A refusal never takes the place of an answer owed to an earlier request on the same
+ *   connection. With HTTP/1.1 pipelining, a client may send a valid request and a malformed one in
+ *   one write: the first is served (and may commit) while the parser fails on the second. The
+ *   refusal then waits until every earlier response on the connection has been written, follows
+ *   them, and closes the connection; a client matching answers to requests in order gets the
+ *   committed answer for its first request, never the refusal of its second.
  * - A refusal that hits a request the app is already serving (a malformed chunk in the middle of
  *   a body) ends that request's body with an error. The app asks `transportFailure` what it was
  *   and answers with the same code and request id the client was sent, so the access log and the
  *   metrics count a 400, never an `internal` 500. A connection that simply ends before its
  *   request was complete is `client-closed` (logged as 499: nobody is left to answer).
+ * - Two messages are refused before the app sees them, as responses in their turn on the
+ *   connection: an HTTP/1.1 request without a Host header (RFC 9112, section 3.2; Node would answer
+ *   a bare 400), and a GET or HEAD that declares content. Those carry no meaning here, and Node
+ *   would read and discard such a body after the answer without any bound, so it is refused (413,
+ *   the connection closed) instead of read.
  * - Refusals with no request in flight are logged here, as access-log lines of their own, and
  *   counted for /metrics.
  *
@@ -89,8 +100,30 @@ interface Verdict {
   requestId: string;
 }
 
+/** Why a message that Node parsed is refused before the app sees it, if it is. */
+export function messageRefusal(req: IncomingMessage): RegistryError | null {
+  if (req.httpVersion === "1.1" && req.headers.host === undefined) {
+    return new RegistryError("malformed-request", "an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)");
+  }
+  if ((req.method === "GET" || req.method === "HEAD") && (req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0)) {
+    return new RegistryError("payload-too-large", `${req.method} requests take no content: this one declares a body, which is not read`);
+  }
+  return null;
+}
+
+/** Options of the HTTP server that this module expects: Host is checked here, with a problem body. */
+export const TRANSPORT_SERVER_OPTIONS = { requireHostHeader: false } as const;
+
+interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+}
+
 export function installTransport(server: Server, options: TransportOptions = {}): Transport {
-  const inFlight = new WeakMap<Socket, { req: IncomingMessage; res: ServerResponse }>();
+  /** Per connection, the requests whose responses have not been written yet, in arrival order. */
+  const unanswered = new WeakMap<Socket, Exchange[]>();
+  /** Connections whose parser gave up; they take no further request and close after the refusal. */
+  const refused = new WeakSet<Socket>();
   const verdicts = new WeakMap<IncomingMessage, Verdict>();
   const counts: Record<string, number> = {};
 
@@ -103,29 +136,72 @@ export function installTransport(server: Server, options: TransportOptions = {})
     }
   };
 
-  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
-    const current = inFlight.get(socket);
-    const refusal = refusalFor(error);
-    if (refusal) {
-      const requestId = randomUUID();
-      const serving = current !== undefined && !current.req.complete;
-      // The app logs a request it is serving, with this verdict; anything else is logged here.
-      if (serving) verdicts.set(current.req, { error: refusal, requestId });
-      else record(refusal, requestId);
-      // As Node does: answer unless a response has already begun on this connection.
-      if (socket.writable && !current?.res.headersSent) socket.write(rawResponse(refusal, requestId));
+  /** Runs `then` once every response in `exchanges` has been written (or its connection died). */
+  const afterAll = (exchanges: Exchange[], then: () => void) => {
+    let left = exchanges.length;
+    if (left === 0) return then();
+    for (const { res } of exchanges) {
+      const done = () => {
+        if (--left === 0) then();
+      };
+      if (res.closed) done();
+      else res.once("close", done);
     }
-    socket.destroy(error);
+  };
+
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
+    const refusal = refusalFor(error);
+    if (!refusal) {
+      socket.destroy(error);
+      return;
+    }
+    // The parser reports again on every later chunk; the connection is answered once.
+    if (refused.has(socket)) return;
+    refused.add(socket);
+    const pending = unanswered.get(socket) ?? [];
+    const last = pending.at(-1);
+    // The refusal is about the request whose body was being received, or about a new message.
+    const current = last && !last.req.complete ? last : undefined;
+    const requestId = randomUUID();
+    // The app logs a request it is serving, with this verdict; anything else is logged here.
+    if (current) verdicts.set(current.req, { error: refusal, requestId });
+    else record(refusal, requestId);
+    afterAll(
+      pending.filter((exchange) => exchange !== current),
+      () => {
+        // As Node does: answer unless this request's response has already begun.
+        if (socket.writable && !current?.res.headersSent) socket.write(rawResponse(refusal, requestId));
+        // Once written: ends the request being received (the app then answers nobody) and the connection.
+        socket.destroySoon();
+      },
+    );
   });
 
   return {
     dispatch: (handler) => (req, res) => {
       const socket = req.socket;
-      inFlight.set(socket, { req, res });
+      const exchange = { req, res };
+      const list = unanswered.get(socket);
+      if (list) list.push(exchange);
+      else unanswered.set(socket, [exchange]);
       res.once("close", () => {
-        if (inFlight.get(socket)?.req === req) inFlight.delete(socket);
+        const remaining = unanswered.get(socket);
+        const index = remaining?.indexOf(exchange) ?? -1;
+        if (remaining && index >= 0) remaining.splice(index, 1);
       });
-      handler(req, res);
+      const refusal = messageRefusal(req);
+      if (!refusal) return handler(req, res);
+      // A response in its turn (Node queues it behind earlier ones), and the connection closes after it.
+      const requestId = randomUUID();
+      record(refusal, requestId, req.method);
+      const body = problemJson(refusal, requestId);
+      res.writeHead(refusal.status, {
+        "content-type": PROBLEM_CONTENT_TYPE,
+        "content-length": Buffer.byteLength(body),
+        "x-request-id": requestId,
+        connection: "close",
+      });
+      res.end(body);
     },
     requestError(error) {
       const requestId = randomUUID();

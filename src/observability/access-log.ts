@@ -6,7 +6,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
-import { problemCodeOf, routeLabel } from "./request-info.js";
+import { CATALOG_CACHE_HEADER, problemCodeOf, routeLabel } from "./request-info.js";
 
 export interface AccessLogEntry {
   request_id: string;
@@ -18,6 +18,8 @@ export interface AccessLogEntry {
   code?: string;
   /** The verified tenant of the caller, when its token carries one. */
   tenant_id?: string;
+  /** How a catalog answer was produced (`hit`, `revalidated`, `miss`): on Workers, the log is where these are counted. */
+  catalog_cache?: string;
 }
 
 export type AccessLogSink = (entry: AccessLogEntry) => void;
@@ -35,14 +37,17 @@ export function accessLog(sink: AccessLogSink): MiddlewareHandler<AppEnv> {
     const code = problemCodeOf(c);
     // Unset when authentication failed or the route needs none.
     const tenant = (c.get("principal") as AppEnv["Variables"]["principal"] | undefined)?.tenantId;
+    const route = routeLabel(c);
+    const cache = route.startsWith("/v1/catalog/") ? c.res.headers.get(CATALOG_CACHE_HEADER) : null;
     const entry: AccessLogEntry = {
       request_id: c.get("requestId"),
       method: c.req.method,
-      route: routeLabel(c),
+      route,
       status,
       latency_ms: Math.round((performance.now() - started) * 100) / 100,
       ...(code ? { code } : {}),
       ...(tenant ? { tenant_id: tenant } : {}),
+      ...(cache ? { catalog_cache: cache } : {}),
     };
     try {
       sink(entry);

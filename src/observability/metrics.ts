@@ -1,14 +1,18 @@
 /**
  * The registry's Prometheus metrics (Node server): request latency by route and status, problem
- * answers and resolve outcomes by problem code, database pool usage, and fleet gauges read from aip_fleet_status()
- * at scrape time (one SQL statement per scrape; nothing is polled in the background).
+ * answers and resolve outcomes by problem code, catalog cache outcomes, transport refusals, lease maintenance,
+ * database pool usage, the build, and fleet gauges read from aip_fleet_status() at scrape time
+ * (one SQL statement per scrape; nothing is polled in the background). Process and runtime metrics
+ * come from the Node server (`extraText`: src/observability/process-metrics.ts), so that this
+ * module stays free of Node-only code. docs/observability.md documents every metric.
  */
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
+import type { MaintenanceStats } from "../maintenance.js";
 import type { Registry } from "../registry/registry.js";
 import { KeySetMetrics, type KeySetSource } from "./key-set-metrics.js";
 import { MetricRegistry } from "./prometheus.js";
-import { problemCodeOf, routeLabel } from "./request-info.js";
+import { CATALOG_CACHE_HEADER, problemCodeOf, routeLabel } from "./request-info.js";
 
 /** A database pool's usage, e.g. pg.Pool's totalCount / idleCount / waitingCount. */
 export interface PoolUsage {
@@ -31,7 +35,18 @@ export interface MetricsOptions {
   transportRefusals?: () => Record<string, number>;
   /** The identity provider's key set, when tokens are verified against one (AUTH_JWKS_URL). */
   keySet?: KeySetSource;
+  /** What the lease-maintenance timer has done since start (absent when it is off). */
+  maintenance?: () => MaintenanceStats;
+  /** Labels of `aip_build_info` (src/observability/build-info.ts). */
+  buildInfo?: Record<string, string>;
+  /** More exposition text, appended to every scrape (Node: process and runtime metrics). */
+  extraText?: () => Promise<string>;
 }
+
+const CATALOG_ROUTES: Record<string, string> = {
+  "/v1/catalog/capabilities": "page",
+  "/v1/catalog/capabilities/:capability_id": "definition",
+};
 
 /** Seconds; from sub-millisecond in-process calls to the 10 s statement timeout. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -61,8 +76,32 @@ export class RegistryMetrics {
     "Requests refused by the HTTP server before reaching a route (malformed HTTP, oversized headers, timeouts), by problem code.",
     ["code"],
   );
-  private readonly transportSeen = new Map<string, number>();
+  private readonly catalogCache = this.metrics.counter(
+    "aip_catalog_cache_requests_total",
+    "Catalog answers by how they were produced: hit (no statement), revalidated (one statement, nothing built) or miss (built), per kind (page, definition).",
+    ["kind", "outcome"],
+  );
+  private readonly maintenanceRuns = this.metrics.counter("aip_lease_maintenance_runs_total", "Lease-maintenance cycles run, successful or not.");
+  private readonly maintenanceFailures = this.metrics.counter(
+    "aip_lease_maintenance_failures_total",
+    "Lease-maintenance cycles that failed (retried after a backoff).",
+  );
+  private readonly maintenanceExpired = this.metrics.counter(
+    "aip_lease_maintenance_expired_replicas_total",
+    "Replicas whose lease had ended that lease maintenance marked offline.",
+  );
+  private readonly maintenanceReleased = this.metrics.counter(
+    "aip_lease_maintenance_released_routes_total",
+    "Reserved routes that lease maintenance settled as lease_expired.",
+  );
+  private readonly maintenanceLastSuccess = this.metrics.gauge(
+    "aip_lease_maintenance_last_success_timestamp_seconds",
+    "When the last successful lease-maintenance cycle ended (Unix time).",
+  );
   private readonly poolConnections = this.metrics.gauge("aip_db_pool_connections", "Open database connections per pool.", ["pool"]);
+  private readonly poolInUse = this.metrics.gauge("aip_db_pool_in_use_connections", "Database connections per pool that are checked out or connecting.", [
+    "pool",
+  ]);
   private readonly poolIdle = this.metrics.gauge("aip_db_pool_idle_connections", "Idle database connections per pool.", ["pool"]);
   private readonly poolWaiting = this.metrics.gauge("aip_db_pool_waiting_requests", "Queries waiting for a database connection per pool.", ["pool"]);
   private readonly poolMax = this.metrics.gauge("aip_db_pool_max_connections", "Configured maximum connections per pool.", ["pool"]);
@@ -88,6 +127,10 @@ export class RegistryMetrics {
 
   constructor(private readonly options: MetricsOptions = {}) {
     this.keySet = options.keySet ? new KeySetMetrics(this.metrics, options.keySet) : undefined;
+    const build = options.buildInfo;
+    if (build) {
+      this.metrics.gauge("aip_build_info", "Always 1; the labels describe the running build (docs/observability.md).", Object.keys(build)).set(build, 1);
+    }
   }
 
   /** Records every request, including error responses produced by onError. */
@@ -104,19 +147,27 @@ export class RegistryMetrics {
         const outcome = status < 300 ? c.res.headers.get("aip-route-outcome") : problemCodeOf(c);
         this.resolutions.inc({ outcome: outcome ?? `http-${status}` });
       }
+      const kind = CATALOG_ROUTES[route];
+      const cache = kind && c.res.headers.get(CATALOG_CACHE_HEADER);
+      if (kind && cache) this.catalogCache.inc({ kind, outcome: cache });
     };
   }
 
   /** The exposition text; reads the fleet status once. */
   async scrape(registry: Registry): Promise<string> {
     this.keySet?.collect();
-    for (const [code, total] of Object.entries(this.options.transportRefusals?.() ?? {})) {
-      const delta = total - (this.transportSeen.get(code) ?? 0);
-      if (delta > 0) this.transportRefusals.inc({ code }, delta);
-      this.transportSeen.set(code, total);
+    for (const [code, total] of Object.entries(this.options.transportRefusals?.() ?? {})) this.transportRefusals.setTotal({ code }, total);
+    const maintenance = this.options.maintenance?.();
+    if (maintenance) {
+      this.maintenanceRuns.setTotal({}, maintenance.runs);
+      this.maintenanceFailures.setTotal({}, maintenance.failures);
+      this.maintenanceExpired.setTotal({}, maintenance.expired);
+      this.maintenanceReleased.setTotal({}, maintenance.released);
+      if (maintenance.lastSuccessAt !== null) this.maintenanceLastSuccess.set({}, maintenance.lastSuccessAt / 1000);
     }
     for (const pool of this.options.pools?.() ?? []) {
       this.poolConnections.set({ pool: pool.pool }, pool.total);
+      this.poolInUse.set({ pool: pool.pool }, pool.total - pool.idle);
       this.poolIdle.set({ pool: pool.pool }, pool.idle);
       this.poolWaiting.set({ pool: pool.pool }, pool.waiting);
       if (pool.max !== undefined) this.poolMax.set({ pool: pool.pool }, pool.max);
@@ -141,6 +192,7 @@ export class RegistryMetrics {
       for (const family of this.fleetGauges) family.reset();
       this.fleetUp.set({}, 0);
     }
-    return this.metrics.render();
+    const own = this.metrics.render();
+    return this.options.extraText ? own + (await this.options.extraText()) : own;
   }
 }

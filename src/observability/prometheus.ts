@@ -67,6 +67,14 @@ export class Counter extends Family<{ value: number }> {
     if (by < 0) throw new Error("a counter only goes up");
     this.child(labels, () => ({ value: 0 })).value += by;
   }
+  /**
+   * A total counted elsewhere (a transport, the lease-maintenance timer), read at scrape time. It
+   * only moves forward: a source that restarted its count is not allowed to make the counter fall.
+   */
+  setTotal(labels: Labels, total: number): void {
+    const child = this.child(labels, () => ({ value: 0 }));
+    child.value = Math.max(child.value, total);
+  }
   protected samples(values: string[], child: { value: number }) {
     return [`${this.name}${formatLabels(this.labelNames, values)} ${formatNumber(child.value)}`];
   }

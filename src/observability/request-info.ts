@@ -6,6 +6,9 @@
 import type { Context } from "hono";
 import { matchedRoutes } from "hono/route";
 
+/** The response header of a catalog answer (src/routes/catalog.ts): `hit`, `revalidated` or `miss`. */
+export const CATALOG_CACHE_HEADER = "aip-catalog-cache";
+
 const problemCodes = new WeakMap<Context, string>();
 
 export function recordProblemCode(c: Context, code: string): void {

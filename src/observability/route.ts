@@ -24,8 +24,9 @@ export function registerMetricsRoute(
       tags: ["operations"],
       summary: "Prometheus metrics (Node server)",
       description:
-        "Request latency histograms by route template and status, resolve outcomes by problem code, database pool usage and " +
-        "fleet gauges read from the fleet status at scrape time. Needs a bearer token with `fleet:read` unless the server runs with public metrics.",
+        "Request latency histograms by route template and status, resolve outcomes by problem code, catalog cache outcomes, " +
+        "lease-maintenance runs and failures, database pool usage, the build, process and runtime metrics, and fleet gauges read " +
+        "from the fleet status at scrape time. Needs a bearer token with `fleet:read` unless the server runs with public metrics.",
       ...(guarded
         ? { security: bearer, middleware: [authenticate(deps.authenticator), requireScope("fleet:read", "registry:admin")] as const }
         : { security: [] }),

@@ -23,6 +23,9 @@ import type {
   PublicationResult,
   RecordKind,
   ResolveResult,
+  RouteExportWatermarks,
+  RouteRetentionResult,
+  RoutesPage,
   RouteState,
   SchemaStatus,
   SettlementOutcome,
@@ -87,6 +90,22 @@ export class Registry {
     return this.control("aip_admin_catalog_page($1::text, $2::boolean, $3::jsonb)", [tenantId, unbound, json(query)]);
   }
 
+  /** One page of released routes settled in [settledAfter, settledBefore), every tenant's, for an export. */
+  routesPage(query: { settledBefore: string; settledAfter?: string | null; cursor?: string | null; limit?: number }): Promise<RoutesPage> {
+    return this.control("aip_admin_routes_page($1::timestamptz, $2::timestamptz, $3::text, $4::integer)", [
+      query.settledBefore,
+      query.settledAfter ?? null,
+      query.cursor ?? null,
+      query.limit ?? null,
+    ]);
+  }
+
+  /** An export covered every route settled in [settledAfter, settledBefore): the export watermark moves there. */
+  recordRouteExport(settledAfter: string | null, settledBefore: string): Promise<RouteExportWatermarks> {
+    return this.control("aip_record_route_export($1::timestamptz, $2::timestamptz)", [settledAfter, settledBefore]);
+  }
+
+  /** Read-only, granted to both roles: runs on the data executor when there is no control one (data-plane deployments). */
   checkInvariants(): Promise<InvariantReport> {
     return this.call(this.executors.control ?? this.executors.data, "aip_check_invariants()", []);
   }
@@ -188,6 +207,11 @@ export class Registry {
   /** `next_deadline`: the earliest lease end among replicas not yet offline (past: a backlog remains), null when none is live. */
   expireLeases(limit: number): Promise<LeaseExpiryResult> {
     return this.data("aip_expire_leases($1::integer)", [limit]);
+  }
+
+  /** One route-retention batch: at most `limit` released routes settled more than `retentionDays` ago (and, with `requireExport`, before the export watermark). */
+  removeSettledRoutes(retentionDays: number, requireExport: boolean, limit: number): Promise<RouteRetentionResult> {
+    return this.data("aip_remove_settled_routes($1::integer, $2::boolean, $3::integer)", [retentionDays, requireExport, limit]);
   }
 
   fleetStatus(): Promise<FleetStatus> {

@@ -28,7 +28,7 @@ export interface SchemaVerdict {
   tables_intact: boolean | null;
 }
 
-const MIGRATE = "run migrate (`npx aip-registry migrate` with the database owner's URL)";
+const MIGRATE = "run migrate (`npx --no-install aip-registry migrate` with the database owner's URL)";
 
 export const SCHEMA_NOT_INSTALLED = `schema not installed: ${MIGRATE}`;
 

@@ -1,6 +1,8 @@
 /**
  * Control plane (scope registry:admin): publication and administrative reads. These use the
- * control database role; a data-plane-only deployment answers them with 403.
+ * control database role; a data-plane-only deployment answers them with 403. The invariant
+ * checker is the exception: read-only and granted to the data role too, it answers in every
+ * deployment, so `aip-registry doctor` can check a data-plane-only one.
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
@@ -93,7 +95,9 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       operationId: "checkInvariants",
       tags: ["admin"],
       summary: "Check the registry's bookkeeping invariants",
-      description: "Counters against reservations, replica counts against routes, pinned limits, revisions. Empty `violations` means healthy.",
+      description:
+        "Counters against reservations, replica counts against routes, pinned limits, revisions. Empty `violations` means healthy. " +
+        "Read-only and executable by the data role, so a data-plane-only deployment answers it too (`aip-registry doctor` asks it).",
       security: bearer,
       middleware: admin,
       responses: { 200: json(InvariantReport, "The invariant report"), ...problems() },

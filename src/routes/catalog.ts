@@ -7,14 +7,17 @@
  * a strong ETag naming its revision and the tenant's request, and `Cache-Control: private,
  * no-cache`: private because the answer is one tenant's, no-cache because only the registry can
  * tell whether a publication has happened since (a 304 costs one tiny statement). `Vary:
- * Authorization` keeps shared caches that ignore `private` from mixing tenants.
+ * Authorization` keeps shared caches that ignore `private` from mixing tenants. Where the server
+ * compresses (Node), answers are compressed once per cached answer and coding (src/catalog/serve.ts)
+ * and also vary on Accept-Encoding.
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import type { CatalogOutcome, CatalogServer, Defer } from "../catalog/serve.js";
+import type { CatalogOutcome, CatalogRequest, CatalogServer, Defer } from "../catalog/serve.js";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { CATALOG_PAGE, CATALOG_PAGE_BYTES } from "../limits.js";
+import { CATALOG_CACHE_HEADER } from "../observability/request-info.js";
 import { RegistryError } from "../registry/errors.js";
 import { CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
 import { bearer, json, pathId, problems } from "./common.js";
@@ -24,7 +27,12 @@ const IfNoneMatch = z.object({
 });
 
 const CacheHeaders = {
-  ETag: { description: "Strong validator: the catalog revision and a digest of the tenant and the request.", schema: { type: "string" as const } },
+  ETag: {
+    description:
+      "Strong validator: the catalog revision and a digest of the tenant and the request, and the content coding of a compressed answer " +
+      '(`"<revision>-<digest>-br"`). `If-None-Match` with any of them for the same request answers 304 while the revision is unchanged.',
+    schema: { type: "string" as const },
+  },
   "Cache-Control": { description: "`private, no-cache`: one tenant's answer, revalidated on every use.", schema: { type: "string" as const } },
 };
 const NotModified = { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders };
@@ -46,15 +54,22 @@ function deferOf(c: Context<AppEnv>): Defer {
   };
 }
 
-function respond(c: Context<AppEnv>, outcome: CatalogOutcome, notFound: () => RegistryError) {
-  c.header("aip-catalog-cache", outcome.cache);
+function respond(c: Context<AppEnv>, catalog: CatalogServer, outcome: CatalogOutcome, notFound: () => RegistryError) {
+  c.header(CATALOG_CACHE_HEADER, outcome.cache);
   if (outcome.status === 404) throw notFound();
   c.header("etag", outcome.etag);
   c.header("cache-control", "private, no-cache");
-  c.header("vary", "authorization");
+  c.header("vary", catalog.compresses ? "authorization, accept-encoding" : "authorization");
   if (outcome.status === 304) return c.body(null, 304);
   c.header("content-type", "application/json");
-  return c.body(outcome.body, 200);
+  if (outcome.coding) c.header("content-encoding", outcome.coding);
+  // The kept bytes themselves, not a copy (zlib's Buffers are views of a plain ArrayBuffer).
+  return c.body(outcome.body as string | Uint8Array<ArrayBuffer>, 200);
+}
+
+/** What of the request the catalog server needs besides the tenant and the query. */
+function catalogRequest(c: Context<AppEnv>): CatalogRequest {
+  return { ifNoneMatch: c.req.header("if-none-match"), acceptEncoding: c.req.header("accept-encoding"), defer: deferOf(c) };
 }
 
 export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: CatalogServer): void {
@@ -82,8 +97,8 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
       },
     }),
     async (c) => {
-      const outcome = await catalog.page(c.get("principal").tenantId, c.req.valid("query"), c.req.header("if-none-match"), deferOf(c));
-      return respond(c, outcome, () => new RegistryError("internal", "a catalog page is never missing"));
+      const outcome = await catalog.page(c.get("principal").tenantId, c.req.valid("query"), catalogRequest(c));
+      return respond(c, catalog, outcome, () => new RegistryError("internal", "a catalog page is never missing"));
     },
   );
 
@@ -106,9 +121,10 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
     }),
     async (c) => {
       const { capability_id } = c.req.valid("param");
-      const outcome = await catalog.definition(c.get("principal").tenantId, capability_id, c.req.header("if-none-match"), deferOf(c));
+      const outcome = await catalog.definition(c.get("principal").tenantId, capability_id, catalogRequest(c));
       return respond(
         c,
+        catalog,
         outcome,
         () => new RegistryError("not-found", `capability \`${capability_id}\` is not in this tenant's catalog`, { catalog_revision: outcome.revision }),
       );

@@ -28,6 +28,12 @@ const PROBLEM_EXAMPLES: Record<ProblemCode, { detail: string } & Record<string, 
   conflict: { detail: "binding for `tenant-a` and `cap:crm.contacts.search` requires a newer policy revision than 3" },
   "stale-cursor": { detail: "the catalog changed during pagination: restart from the first page" },
   "fence-lost": { detail: "the presented assignment does not match the pinned route of action `act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70`" },
+  "route-expired": {
+    detail:
+      "action `act_018f9c2ab3d47c1e9a2b3c4d5e6f7081` is older than the route evidence the registry keeps: its route may have been removed, and the registry will not route it afresh",
+    action_id: "act_018f9c2ab3d47c1e9a2b3c4d5e6f7081",
+    removed_before: "2026-11-02T00:00:00.000Z",
+  },
   "payload-too-large": { detail: "the request body exceeds the size limit" },
   "unsupported-media-type": { detail: "request bodies must be application/json" },
   admission: { detail: "changes[3]: artifact owner `org:other` does not match connector type owner `org:acme`", field: "attestation.owner", change_index: 3 },

@@ -1,16 +1,24 @@
 /**
- * Fleet status (fleet:read) and on-demand lease maintenance (registry:admin).
+ * Fleet status (fleet:read) and on-demand maintenance (registry:admin): lease expiry and route
+ * retention.
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { announceLease, type LeaseListener } from "../lease-events.js";
-import { LEASE_EXPIRY_BATCH, REGIONS_PAGE } from "../limits.js";
+import { LEASE_EXPIRY_BATCH, REGIONS_PAGE, ROUTE_RETENTION_BATCH } from "../limits.js";
+import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
-import { FleetRegions, FleetStatus, LeaseExpiryResult, PageSize, QueryInteger } from "../schemas.js";
+import type { RetentionSettings } from "../route-retention.js";
+import { FleetRegions, FleetStatus, LeaseExpiryResult, PageSize, QueryInteger, RouteRetentionResult } from "../schemas.js";
 import { bearer, json, problems } from "./common.js";
 
-export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, onLease?: LeaseListener): void {
+export function registerFleetRoutes(
+  app: OpenAPIHono<AppEnv>,
+  registry: Registry,
+  onLease?: LeaseListener,
+  retention?: Pick<RetentionSettings, "days" | "requireExport">,
+): void {
   app.openapi(
     createRoute({
       method: "get",
@@ -62,6 +70,32 @@ export function registerFleetRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       const result = await registry.expireLeases(c.req.valid("query").limit ?? LEASE_EXPIRY_BATCH.default);
       if (result.next_deadline !== null) announceLease(c, onLease, { source: "expiry", expires_at: result.next_deadline });
       return c.json(result, 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "post",
+      path: "/v1/fleet/route-retention",
+      operationId: "removeSettledRoutes",
+      tags: ["fleet"],
+      summary: "Remove a bounded batch of released routes past the evidence window now",
+      description:
+        `Removes up to \`limit\` (default ${ROUTE_RETENTION_BATCH.default}, at most ${ROUTE_RETENTION_BATCH.max}) released routes whose last settlement ` +
+        "is older than this server's evidence window (ROUTE_RETENTION_DAYS), oldest first, and with ROUTE_RETENTION_REQUIRE_EXPORT only " +
+        "those an export covered (`exported_before`). A reserved route is never removed. Lease maintenance runs the same batches on " +
+        "its own; this is for an operator who wants them now (a deployment that was idle, or a backlog). A resolve of an `act_` + " +
+        "UUIDv7 action minted before `removed_before` is then refused `route-expired` (410). 409 `conflict` when retention is off " +
+        "(ROUTE_RETENTION_DAYS=0).",
+      security: bearer,
+      middleware: [requireScope("registry:admin")],
+      request: { query: z.object({ limit: QueryInteger().min(ROUTE_RETENTION_BATCH.min).max(ROUTE_RETENTION_BATCH.max).optional() }) },
+      responses: { 200: json(RouteRetentionResult, "How many routes were removed, and the watermarks"), ...problems("conflict") },
+    }),
+    async (c) => {
+      if (!retention) throw new RegistryError("conflict", "route retention is off on this server (ROUTE_RETENTION_DAYS=0): every route is kept");
+      const limit = c.req.valid("query").limit ?? ROUTE_RETENTION_BATCH.default;
+      return c.json(await registry.removeSettledRoutes(retention.days, retention.requireExport, limit), 200);
     },
   );
 }

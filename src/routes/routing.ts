@@ -38,14 +38,15 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
         "reacquired happened. Refusals: `binding-unavailable` (no enabled binding chain), `replica-unavailable` (503 with " +
         "`Retry-After`: no eligible replica, or the pinned one cannot serve again), `admission` (the binding's policy is " +
         "disabled), `capacity-exceeded` (429 with `Retry-After`, `scope` and `retry_after_ms`), `conflict` (the action " +
-        "exists under another capability or tenant).",
+        "exists under another capability or tenant), `route-expired` (410: the action is an `act_` + UUIDv7 minted before " +
+        "routes were removed by route retention, so its route may have existed; it is not routed afresh, do not retry).",
       security: bearer,
       middleware: [requireScope("routes:write")],
       request: { params: ActionParams, body: jsonBody(ResolveRequest) },
       responses: {
         200: { ...json(RouteAssignment, "The existing (or reacquired) route"), headers: RouteOutcomeHeader },
         201: { ...json(RouteAssignment, "A new route"), headers: RouteOutcomeHeader },
-        ...bodyProblems("binding-unavailable", "conflict", "admission", "capacity-exceeded", "replica-unavailable"),
+        ...bodyProblems("binding-unavailable", "conflict", "route-expired", "admission", "capacity-exceeded", "replica-unavailable"),
       },
     }),
     async (c) => {

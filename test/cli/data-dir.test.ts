@@ -46,7 +46,7 @@ async function stop(serving: Serving | undefined, signal: NodeJS.Signals = "SIGT
 }
 
 const inUse = (dir: string, pid: number | undefined, port: number) =>
-  new RegExp(`error: the data directory ${dir} is in use by PID ${pid} \\(aip-registry serve at http://127\\.0\\.0\\.1:${port}, since [^)]+\\): stop it first`);
+  new RegExp(`error: DATA_DIR=${dir} is in use by PID ${pid} \\(aip-registry serve at http://127\\.0\\.0\\.1:${port}, since [^)]+\\): stop it first`);
 
 describe("one process per data directory", () => {
   let dataDir: string;

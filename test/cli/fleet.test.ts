@@ -2,6 +2,8 @@
  * `status`, `doctor` and `expire-leases` as subprocesses, over HTTP and over SQL.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { pgExecutor } from "../../src/db/pg.js";
+import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { publishSimpleFleet } from "../support/fleet.js";
 import { cleanEnv, cliEnv, runCli, startApiServer, type ApiServer } from "./support.js";
@@ -120,5 +122,16 @@ describe("doctor and expire-leases", () => {
       await db.owner.query("DROP INDEX aip_cli_hand_made_idx");
     }
     expect((await cli("doctor")).code).toBe(0);
+  });
+
+  it("checks a data-plane-only deployment over HTTP: the invariant checker needs only the data role", async () => {
+    const dataPlane = await startApiServer(new Registry({ data: pgExecutor(db.dataPool) }));
+    try {
+      const result = await runCli(["doctor"], { env: cliEnv(dataPlane.url) });
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toMatch(/^ok\s+invariants: no violations/m);
+    } finally {
+      await dataPlane.close();
+    }
   });
 });

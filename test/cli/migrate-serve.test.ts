@@ -104,6 +104,8 @@ describe("serve", () => {
       child.kill("SIGTERM");
     }
     expect(await exited).toBe(0);
-    expect(stderr).toContain("SIGTERM: shutting down");
+    // The graceful stop (src/node/signals.ts) says so on stdout, as JSON lines.
+    expect(stdout).toMatch(/"msg":"stopping","signal":"SIGTERM","in_flight":0/);
+    expect(stdout).toMatch(/"msg":"stopped","signal":"SIGTERM","drained_ms":\d+,"cut":0/);
   });
 });

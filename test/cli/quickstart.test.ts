@@ -1,6 +1,6 @@
 /**
  * The README quick start, end to end, exactly as a newcomer runs it: `npm start` (embedded
- * PGlite, generated secret, printed tokens), `npx aip-registry apply -f examples/fleet.yaml`,
+ * PGlite, generated secret, printed tokens), `npx --no-install aip-registry apply -f examples/fleet.yaml`,
  * then the two curl commands: a connector host registers a replica, a gateway resolves a route.
  * Only the data directory and the port differ (a temporary directory, a free port).
  */
@@ -16,8 +16,8 @@ vi.setConfig({ testTimeout: 240_000, hookTimeout: 240_000 });
 
 /** The README's commands after `npm start`, run by bash in the second terminal. */
 const QUICK_START = [
-  "npx aip-registry apply -f examples/fleet.yaml",
-  `HOST_TOKEN=$(npx aip-registry token --scope replicas:write --peer-principal service:crm-euw1a.tenant-a)
+  "npx --no-install aip-registry apply -f examples/fleet.yaml",
+  `HOST_TOKEN=$(npx --no-install aip-registry token --scope replicas:write --peer-principal service:crm-euw1a.tenant-a)
 curl -s -X POST http://127.0.0.1:8787/v1/replicas/crepl_tenant_a_crm_euw1a/register \\
   -H "Authorization: Bearer $HOST_TOKEN" -H 'Content-Type: application/json' \\
   -d '{"request_id": "msg_quickstart_register_1", "lease_ttl_ms": 300000,
@@ -79,7 +79,7 @@ it("goes from npm start to a resolved route with the documented commands", async
   expect(applied.stdout).toContain("applied: 28 created, 0 updated, 0 unchanged; catalog revision 0 -> 1");
 
   // The evidence in the register body is what the CLI derives from the fleet file, as the README says.
-  const printed = await bash("npx aip-registry registration -f examples/fleet.yaml crepl_tenant_a_crm_euw1a", env);
+  const printed = await bash("npx --no-install aip-registry registration -f examples/fleet.yaml crepl_tenant_a_crm_euw1a", env);
   expect(printed.code, printed.stderr).toBe(0);
   const body = JSON.parse(/-d '([^']*)'/.exec(register as string)?.[1] as string) as Record<string, unknown>;
   expect({ ...body, request_id: undefined, lease_ttl_ms: undefined }).toEqual({

@@ -58,7 +58,8 @@ export interface ApiServer {
 
 /** The app over `registry` on a real socket, HS256 tokens signed with TEST_SECRET. */
 export async function startApiServer(registry: Registry): Promise<ApiServer> {
-  const app = createApp({ registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }) });
+  // On-demand route retention with the server's default window (ROUTE_RETENTION_DAYS=30).
+  const app = createApp({ registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), routeRetention: { days: 30, requireExport: false } });
   const { server, port } = await new Promise<{ server: ServerType; port: number }>((resolve) => {
     const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) => resolve({ server, port: info.port }));
   });

@@ -17,7 +17,7 @@ import type { RouteAssignment } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { hostPrincipal } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
-import { counters, lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
+import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -114,8 +114,9 @@ it("refused settlements racing lease expiry never leave a route reserved on the 
   const { registry: hammerRegistry } = db.registryWithPool(HAMMERS);
   const leaks: string[] = [];
   for (let round = 0; round < EXPIRY_ROUNDS; round++) {
-    await lifecycle(db.registry, replicaId, "register", { lease_ttl_ms: 1000 });
+    await lifecycle(db.registry, replicaId, "register", { lease_ttl_ms: 60_000 });
     const routes = await routesOn(db.registry, tenant, fleet.capability, `exp${round}`);
+    await shortenLeases(db, [replicaId]);
     await waitForLeaseEnd(db, [replicaId]);
     let stop!: () => void;
     const stopped = new Promise<void>((resolve) => (stop = resolve));

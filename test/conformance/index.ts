@@ -9,6 +9,7 @@ import { operationsConformance } from "./operations.js";
 import { publicationConformance } from "./publication.js";
 import { readerConformance } from "./reader.js";
 import { replicaConformance } from "./replicas.js";
+import { retentionConformance } from "./retention.js";
 import { routingConformance } from "./routing.js";
 import { describe, expect, it } from "vitest";
 import { Api, type ConformanceTarget } from "./target.js";
@@ -25,6 +26,7 @@ export function defineConformanceSuite(target: ConformanceTarget): void {
   readerConformance(api);
   concurrencyConformance(api);
   fleetConformance(api);
+  retentionConformance(api);
   describe("the published OpenAPI document", () => {
     // Runs last: every call above went through Api.call, which checks the answer's body against
     // the document (test/conformance/openapi-schema.ts).

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision, dbNowMs, lifecycle, waitForLeaseEnd } from "../support/replicas.js";
+import { catalogRevision, dbNowMs, lifecycle, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -58,10 +58,11 @@ it("counts replicas by status, live leases, open circuits, ready capacity and ac
   for (const id of ["fs_ready_a", "fs_ready_b", "fs_draining", "fs_gone"]) await lifecycle(db.registry, `crepl_${id}`, "register", { lease_ttl_ms: 120_000 });
   await lifecycle(db.registry, "crepl_fs_draining", "drain", { previous_sequence: 1, lease_ttl_ms: 120_000 });
   await lifecycle(db.registry, "crepl_fs_gone", "offline", { previous_sequence: 1 });
-  await lifecycle(db.registry, "crepl_fs_expired", "register", { lease_ttl_ms: 1000 });
+  await lifecycle(db.registry, "crepl_fs_expired", "register", { lease_ttl_ms: 120_000 });
   // Three reserved routes, wherever routing puts them (the expired replica is still live here).
   const routes = [];
   for (let n = 0; n < 3; n++) routes.push((await db.registry.resolveRoute(`act_fs_${n}`, "tenant-fs", cap)).assignment);
+  await shortenLeases(db, ["crepl_fs_expired"]);
   expect(routes.every((r) => !["crepl_fs_circuit", "crepl_fs_draining", "crepl_fs_gone", "crepl_fs_never"].includes(r.replica_id))).toBe(true);
   await waitForLeaseEnd(db, ["crepl_fs_expired"]);
 

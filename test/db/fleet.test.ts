@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { counters, expectProblem, lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
+import { counters, expectProblem, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -25,7 +25,7 @@ describe("lease expiry", () => {
   it("stops new routes at once; maintenance then releases capacity and keeps every destination", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "exp", tenants: ["tenant-x", "tenant-y"] });
     const [a, b] = fleet.replicas as [string, string];
-    const seqA = (await lifecycle(db.registry, a, "register", { lease_ttl_ms: 1000 })).sequence;
+    await lifecycle(db.registry, a, "register", { lease_ttl_ms: 120_000 });
     await lifecycle(db.registry, b, "register", { lease_ttl_ms: 120_000 });
     const onA: RouteAssignment[] = [];
     for (let n = 0; n < 3; n++) onA.push((await db.registry.resolveRoute(`act_exp_x${n}`, "tenant-x", fleet.capability)).assignment);
@@ -33,6 +33,8 @@ describe("lease expiry", () => {
     expect(onA.every((r) => r.replica_id === a)).toBe(true);
     await db.registry.settleRoute(onA[0]!.action_id, "tenant-x", onA[0]!, "completed");
     expect(await replicaRow(db, a)).toMatchObject({ status: "ready", active_assignments: 2 });
+    // a's host stops: its last heartbeat asked for a 1 s lease.
+    const { sequence: seqA } = (await shortenLeases(db, [a]))[0]!;
 
     await waitForLeaseEnd(db, [a]);
     // No maintenance has run: the row still says ready, yet routing already refuses it.
@@ -242,6 +244,16 @@ describe("invariant checker", () => {
         },
       },
     ]);
+  });
+
+  it("reports a released route without its settlement, which route retention and export would never find", async () => {
+    const released = routes[3]!.action_id;
+    const report = await reportWith("UPDATE aip_route_assignments SET settled_at = NULL WHERE action_id = $1", [released]);
+    expect(report.violations).toEqual([
+      { kind: "released_without_settlement", detail: { action_id: released, last_settlement: "completed", settled_at: null } },
+    ]);
+    const outcome = await reportWith("UPDATE aip_route_assignments SET last_settlement = NULL WHERE action_id = $1", [released]);
+    expect(outcome.violations.map((v) => v.kind)).toEqual(["released_without_settlement"]);
   });
 
   it("is healthy again once nothing is corrupted (every change above was rolled back)", async () => {

@@ -15,7 +15,7 @@ import { createMaintenanceTimer, jittered } from "../../src/maintenance-timer.js
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { counters, lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
+import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
 let db: TestDatabase;
@@ -87,8 +87,9 @@ describe("runLeaseMaintenance", () => {
   it("counts released routes and refuses bounds the database would refuse", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "rel" });
     const id = fleet.replicas[0]!;
-    await lifecycle(db.registry, id, "register", { lease_ttl_ms: 1000 });
+    await lifecycle(db.registry, id, "register", { lease_ttl_ms: 60_000 });
     for (let n = 0; n < 2; n++) await db.registry.resolveRoute(`act_rel_${n}`, fleet.tenants[0]!.tenant, fleet.capability);
+    await shortenLeases(db, [id]);
     await waitForLeaseEnd(db, [id]);
     expect(await runLeaseMaintenance(db.registry)).toEqual({ expired: 1, released: 2, batches: 1, next_deadline: null });
 
@@ -174,14 +175,16 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     await timer.settled();
     expect(timer.nextCycleAt).toBeNull();
 
-    // Hosts register (as the server would learn from its own answers) and a route is reserved.
+    // Hosts register, a route is reserved, and the hosts' last heartbeats ask for 1 s and 2 s
+    // leases (the timer learns every deadline as the server would, from the answers it serves).
     proxy.stats.reset();
-    const first = await lifecycle(db.registry, early, "register", { lease_ttl_ms: 1000 });
-    const second = await lifecycle(db.registry, late, "register", { lease_ttl_ms: 2000 });
-    timer.note(first.lease_expires_at as string);
-    timer.note(second.lease_expires_at as string);
+    for (const id of [early, late]) timer.note((await lifecycle(db.registry, id, "register", { lease_ttl_ms: 60_000 })).lease_expires_at as string);
     const route = await db.registry.resolveRoute("act_idle_1", fleet.tenants[0]!.tenant, fleet.capability);
     expect(route.assignment.replica_id).toBe(early);
+    const first = await lifecycle(db.registry, early, "heartbeat", { previous_sequence: 1, lease_ttl_ms: 1000 });
+    const second = await lifecycle(db.registry, late, "heartbeat", { previous_sequence: 1, lease_ttl_ms: 2000 });
+    timer.note(first.lease_expires_at as string);
+    timer.note(second.lease_expires_at as string);
     expect(timer.nextCycleAt).toBe(Date.parse(first.lease_expires_at as string));
     expect(proxy.stats.statements()).toBe(0);
 
@@ -290,6 +293,11 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     expect(errors).toHaveLength(2);
     expect(errors.every((e) => e instanceof RegistryError && e.code === "forbidden")).toBe(true);
     expect(cycles).toEqual([{ expired: 2, released: 0, batches: 1, next_deadline: null }]);
+    // What /metrics reports: every run, the failed ones, and what the good one did, when.
+    const { lastSuccessAt, ...counts } = timer.stats;
+    expect(counts).toEqual({ runs: 3, failures: 2, expired: 2, released: 0 });
+    expect(lastSuccessAt).toBeGreaterThan(retry);
+    expect(lastSuccessAt).toBeLessThanOrEqual(clock.t);
     for (const id of replicas) expect((await replicaRow(db, id)).status).toBe("offline");
     // Nothing live after the recovery: no timer; stopped means stopped.
     expect(timer.nextCycleAt).toBeNull();

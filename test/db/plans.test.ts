@@ -18,6 +18,7 @@ import { seedFleet, seedRouteHistory } from "../../bench/lib/seed.js";
 import { withPgSession } from "../../src/db/pg.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { actionMintedAt, DAY_MS } from "../support/retention.js";
 
 interface PlanNode {
   "Node Type": string;
@@ -180,6 +181,14 @@ describe("hot paths call no SQL-language function that is not inlined", () => {
       await probe.query("SELECT aip_settle_route($1, $2, $3, 'completed')", [actionId, pick.tenant, assignment]);
       await probe.query("SELECT aip_resolve_route($1, $2, $3)", [actionId, pick.tenant, pick.capability]);
       await probe.query("SELECT aip_settle_route($1, $2, $3, 'outcome_unknown')", [actionId, pick.tenant, assignment]);
+      // An act_ + UUIDv7 action minted two days ago: the retry contract reads the retention watermark.
+      const minted = await probe.query<{ r: { assignment: RouteAssignment } }>("SELECT aip_resolve_route($1, $2, $3) AS r", [
+        actionMintedAt(Date.now() - 2 * DAY_MS),
+        pick.tenant,
+        pick.capability,
+      ]);
+      const mintedRoute = minted.rows[0]!.r.assignment;
+      await probe.query("SELECT aip_settle_route($1, $2, $3, 'completed')", [mintedRoute.action_id, pick.tenant, mintedRoute]);
       const { rows: replica } = await probe.query<{ sequence: string }>(
         "SELECT health_revision::text AS sequence FROM aip_connector_replicas WHERE replica_id = $1",
         [assignment.replica_id],
@@ -205,6 +214,38 @@ describe("hot paths call no SQL-language function that is not inlined", () => {
     } finally {
       await probe.query("ROLLBACK").catch(() => {});
       await probe.end();
+    }
+  });
+});
+
+describe.each(MODES)("route retention plans at fleet scale (%s)", (mode) => {
+  beforeAll(async () => {
+    await session.query(`SET plan_cache_mode = ${mode}`);
+  });
+
+  it("removes and exports released routes through the settled index, never scanning every route", async () => {
+    // The seeded history was settled a day ago: all of it is due for a one-day window. Rolled back.
+    await session.query("BEGIN");
+    try {
+      const plans: Plan[] = [];
+      for (let n = 0; n < 7; n++) plans.push(...(await capture("SELECT aip_remove_settled_routes(1, false, 50)")));
+      plans.push(...(await capture("SELECT aip_remove_settled_routes(1, true, 50)")));
+      let cursor: string | null = null;
+      for (let n = 0; n < 7; n++) {
+        const captured = await capture("SELECT aip_admin_routes_page(now(), now() - interval '30 days', $1, 100) AS page", [cursor]);
+        plans.push(...captured);
+        const read: { rows: { page: { next_cursor: string | null } }[] } = await session.query(
+          "SELECT aip_admin_routes_page(now(), now() - interval '30 days', $1, 100) AS page",
+          [cursor],
+        );
+        cursor = read.rows[0]!.page.next_cursor;
+      }
+      expect(cursor).not.toBeNull();
+      expect(seqScans(plans)).toEqual([]);
+      const indexes = new Set(plans.flatMap((plan) => plan.nodes.map((n) => n["Index Name"]).filter(Boolean)));
+      expect([...indexes]).toContain("aip_route_assignments_settled_idx");
+    } finally {
+      await session.query("ROLLBACK");
     }
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The embedded default (PGlite) stores a version's content-addressed rows before the publication
  * lock as PostgreSQL does (test/db/publish-content.test.ts has the concurrent cases, which need two
- * sessions): migration 0006 applies, the manifest is kept once under its digest and read back, and
+ * sessions): migration 0007 applies, the manifest is kept once under its digest and read back, and
  * a refused batch or a dry run leaves no manifest or definition behind.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";

@@ -7,7 +7,7 @@
  * - two publications bringing conflicting contracts under one capability ID at once: one wins, the
  *   other is refused, and nothing of it remains;
  * - a batch refused after its content was written, and a dry run, leave nothing behind;
- * - migration 0006 moves stored manifests into aip_manifests.
+ * - migration 0007 moves stored manifests into aip_manifests.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
@@ -155,7 +155,7 @@ describe("content-addressed rows before the exclusive lock", () => {
   });
 });
 
-describe("migration 0006", () => {
+describe("migration 0007", () => {
   it("moves every stored manifest into aip_manifests, one row per digest, and drops the column", async () => {
     const server = inject("pgServer");
     const name = `aip_t_${server.runId}_mf_${randomBytes(4).toString("hex")}`;
@@ -166,10 +166,10 @@ describe("migration 0006", () => {
     await client.connect();
     try {
       const migrations = await loadMigrations();
-      const index = migrations.findIndex((m) => m.name === "0006_manifests");
+      const index = migrations.findIndex((m) => m.name === "0007_manifests");
       expect(index).toBeGreaterThan(0);
       for (const migration of migrations.slice(0, index)) await client.query(migration.sql);
-      // Versions as the schema before 0006 held them: two sharing a manifest, one with its own.
+      // Versions as the schema before 0007 held them: two sharing a manifest, one with its own.
       await client.query("INSERT INTO aip_connector_types (type_id, name, owner, enabled) VALUES ('ctype_m', 'M', 'org:m', true)");
       for (const [id, digest, manifest] of [
         ["cver_m_1", `sha256:${"1".repeat(64)}`, { capabilities: [], profiles: ["one"] }],

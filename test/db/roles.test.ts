@@ -20,9 +20,11 @@ const CONTROL_FUNCTIONS = [
   "aip_admin_bindings(text,text,integer)",
   "aip_admin_catalog_page(text,boolean,jsonb)",
   "aip_admin_get(text,text)",
+  "aip_admin_routes_page(timestampwithtimezone,timestampwithtimezone,text,integer)",
   "aip_check_invariants()",
   "aip_operator_replica_lifecycle(text,text,jsonb,boolean)",
   "aip_publish(jsonb,boolean)",
+  "aip_record_route_export(timestampwithtimezone,timestampwithtimezone)",
   "aip_schema_status()",
 ];
 const DATA_FUNCTIONS = [
@@ -36,6 +38,7 @@ const DATA_FUNCTIONS = [
   "aip_get_route(text,text)",
   "aip_host_replica_lifecycle(text,text,jsonb,text,boolean)",
   "aip_registry_read(text,text,text,text)",
+  "aip_remove_settled_routes(integer,boolean,integer)",
   "aip_resolve_route(text,text,text,jsonb)",
   "aip_schema_status()",
   "aip_settle_route(text,text,jsonb,text)",
@@ -86,7 +89,7 @@ async function executable(role: string): Promise<string[]> {
 }
 
 describe("function grants", () => {
-  it("let the control role execute exactly publication, administrative reads, operator lifecycle, invariants and schema status", async () => {
+  it("let the control role execute exactly publication, administrative reads, operator lifecycle, route export, invariants and schema status", async () => {
     expect(await executable("aip_registry_control")).toEqual(CONTROL_FUNCTIONS);
     expect(await executable("aip_test_control")).toEqual(CONTROL_FUNCTIONS);
   });
@@ -138,6 +141,8 @@ describe("the data role", () => {
       "SELECT aip_admin_get('connector_type', 'ctype_t')",
       "SELECT aip_admin_bindings('tenant-a', NULL, NULL)",
       "SELECT aip_admin_catalog_page(NULL, true, '{}'::jsonb)",
+      "SELECT aip_admin_routes_page(now(), NULL, NULL, 10)",
+      "SELECT aip_record_route_export(NULL, now() - interval '2 days')",
       "SELECT aip_canonical_json('{}'::jsonb)",
       "SELECT aip_fail('conflict', 'x')",
       "SELECT aip_catalog_revision_exclusive()",
@@ -198,6 +203,7 @@ describe("the control role", () => {
       "SELECT aip_settle_route('act_roles', 'tenant-a', '{}'::jsonb, 'completed')",
       "SELECT aip_host_replica_lifecycle('crepl_t_tenant-a', 'offline', '{\"request_id\":\"msg_x\",\"previous_sequence\":1}'::jsonb, 'service:crepl_t_tenant-a')",
       "SELECT aip_expire_leases(10)",
+      "SELECT aip_remove_settled_routes(30, false, 10)",
       "SELECT aip_fleet_status()",
       "SELECT aip_catalog_page('tenant-a', '{}'::jsonb)",
       "SELECT aip_catalog_get('tenant-a', 'cap:t.search')",
@@ -249,6 +255,47 @@ describe("a data-plane-only registry (no control credentials)", () => {
     expect(response.headers.get("content-type")).toMatch(/^application\/problem\+json/);
     expect(await response.json()).toMatchObject({ code: "forbidden", status: 403 });
     expect((await api.call("GET", "/v1/admin/connector-types/ctype_t", { token: await api.adminToken() })).status).toBe(403);
+  });
+
+  it("answers every /v1/admin/* operation 403 but the invariant checker, which the data role runs (what `doctor` asks)", async () => {
+    const api = createTestApi(dataOnly());
+    const token = await api.adminToken();
+    // One well-formed request per admin operation; a new operation must be added here, and so decided.
+    const requests: Record<string, [string, unknown?]> = {
+      "POST /v1/admin/publications": ["/v1/admin/publications", { changes: [connectorType("ctype_roles_every")] }],
+      "GET /v1/admin/bindings": ["/v1/admin/bindings?tenant_id=tenant-a"],
+      "GET /v1/admin/catalog/capabilities": ["/v1/admin/catalog/capabilities?unbound=true"],
+      "GET /v1/admin/invariants": ["/v1/admin/invariants"],
+      "GET /v1/admin/:kind/:id": ["/v1/admin/connector-types/ctype_t"],
+      "GET /v1/admin/routes": ["/v1/admin/routes?settled_before=2026-01-01T00:00:00Z"],
+      "POST /v1/admin/route-exports": ["/v1/admin/route-exports", { settled_before: "2026-01-01T00:00:00Z" }],
+    };
+    const operations = [...new Set(api.app.routes.filter((r) => r.path.startsWith("/v1/admin/") && r.method !== "ALL").map((r) => `${r.method} ${r.path}`))];
+    expect(operations.sort()).toEqual(Object.keys(requests).sort());
+    const before = await registryState(db.owner);
+    const statuses: Record<string, number> = {};
+    for (const [operation, [path, body]] of Object.entries(requests)) {
+      statuses[operation] = (await api.call(operation.split(" ")[0] as string, path, { token, ...(body ? { body } : {}) })).status;
+    }
+    expect(statuses).toEqual({
+      "POST /v1/admin/publications": 403,
+      "GET /v1/admin/bindings": 403,
+      "GET /v1/admin/catalog/capabilities": 403,
+      "GET /v1/admin/invariants": 200,
+      "GET /v1/admin/:kind/:id": 403,
+      "GET /v1/admin/routes": 403,
+      "POST /v1/admin/route-exports": 403,
+    });
+    expect(await registryState(db.owner)).toEqual(before);
+  });
+
+  it("is documented as it behaves: the invariant checker is the one admin operation a data-plane deployment serves", async () => {
+    const { readFile } = await import("node:fs/promises");
+    for (const file of ["README.md", "docs/deploy.md", "src/config.ts", "src/worker.ts", "wrangler.toml"]) {
+      const text = await readFile(new URL(`../../${file}`, import.meta.url), "utf8");
+      expect(text, file).not.toMatch(/every `?\/v1\/admin\/\*`?/);
+      expect(text, file).toContain("/v1/admin/invariants");
+    }
   });
 
   it("still serves the data plane", async () => {

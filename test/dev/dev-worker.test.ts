@@ -195,13 +195,13 @@ describe("the real thing: wrangler dev against PostgreSQL", () => {
     const printed = (name: string) => new RegExp(`^  ${name}=(\\S+)`, "m").exec(child.output())?.[1] as string;
     expect(child.output()).toMatch(/HOST_TOKEN=\S+ +# peer_principal_id=service:crm-euw1a\.tenant-a: drives replica crepl_tenant_a_crm_euw1a only/);
     // As printed: the CLI signs its own token with the same development secret.
-    expect(child.output()).toContain(`AIP_REGISTRY_URL=${url} npx aip-registry apply -f examples/fleet.yaml`);
+    expect(child.output()).toContain(`AIP_REGISTRY_URL=${url} npx --no-install aip-registry apply -f examples/fleet.yaml`);
     const applied = await runCli(["apply", "-f", "examples/fleet.yaml"], { env: cleanEnv({ AIP_REGISTRY_URL: url, DATA_DIR: dataDir }), timeoutMs: 60_000 });
     expect(applied.code, `${applied.stdout}\n${applied.stderr}`).toBe(0);
     // What the printed `registration` command derives from the fleet file (both replicas run the same version).
     const printedRegistration = await runCli(["registration", "-f", "examples/fleet.yaml", "crepl_tenant_a_crm_euw1a"], { env: cleanEnv() });
     expect(printedRegistration.code, printedRegistration.stderr).toBe(0);
-    expect(child.output()).toContain("npx aip-registry registration -f examples/fleet.yaml crepl_tenant_a_crm_euw1a");
+    expect(child.output()).toContain("npx --no-install aip-registry registration -f examples/fleet.yaml crepl_tenant_a_crm_euw1a");
     const evidence = JSON.parse(printedRegistration.stdout) as Record<string, unknown>;
     const register = (replica: string) =>
       fetch(`${url}/v1/replicas/${replica}/register`, {

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { createTestApi, type TestApi } from "../support/http.js";
-import { lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
+import { lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
 let db: TestDatabase;
 let api: TestApi;
@@ -14,8 +14,9 @@ beforeAll(async () => {
   db = await createTestDatabase();
   api = createTestApi(db.registry);
   fleet = await provisionFleet(db.registry, { prefix: "hf", tenants: ["tenant-hf"], replicasPerTenant: 3 });
-  for (const id of fleet.replicas) await lifecycle(db.registry, id, "register", { lease_ttl_ms: 1000 });
+  for (const id of fleet.replicas) await lifecycle(db.registry, id, "register", { lease_ttl_ms: 60_000 });
   await db.registry.resolveRoute("act_hf_1", "tenant-hf", fleet.capability);
+  await shortenLeases(db, fleet.replicas);
 });
 afterAll(() => db?.close());
 

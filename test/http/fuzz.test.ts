@@ -77,7 +77,12 @@ beforeAll(async () => {
   await registerReplica(db.registry, "crepl_fz_other", 300_000);
   pinned = (await db.registry.resolveRoute(PINNED, TENANT, CAPABILITY)).assignment as Record<string, unknown>;
 
-  app = createApp({ registry: db.registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), metrics: {} });
+  app = createApp({
+    registry: db.registry,
+    authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }),
+    metrics: {},
+    routeRetention: { days: 30, requireExport: false },
+  });
   const token = (scopes: Scope[], tenantId?: string) => mintToken(TEST_SECRET, { subject: "fuzz", scopes, ...(tenantId ? { tenantId } : {}) });
   tokens = {
     all: await token([...SCOPES], TENANT),
@@ -134,6 +139,9 @@ const SAMPLES: Record<string, Sample> = {
   "GET /v1/admin/catalog/capabilities": { query: "unbound=true&q=search" },
   "GET /v1/admin/:kind/:id": { params: () => ({ kind: "replicas", id: REPLICA }) },
   "POST /v1/fleet/lease-expiry": { query: "limit=10" },
+  "POST /v1/fleet/route-retention": { query: "limit=10" },
+  "GET /v1/admin/routes": { query: "settled_before=2026-11-01T00:00:00Z&settled_after=2026-10-01T00:00:00Z&limit=10" },
+  "POST /v1/admin/route-exports": { body: () => fromPlain({ settled_before: "2026-10-01T00:00:00Z" }) },
 };
 
 const sampleOf = (route: { method: string; path: string }): Sample => SAMPLES[`${route.method} ${route.path}`] ?? {};

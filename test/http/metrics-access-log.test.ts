@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createApp, type AccessLogEntry } from "../../src/app.js";
+import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { jsonLines } from "../../src/observability/access-log.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
@@ -82,6 +83,26 @@ it("logs request ID, route template, status, latency, tenant and problem code, a
   for (const secret of [tenantToken, adminToken, "not-a-valid-token", secretRef, credentialRef, "very-secret", "act_log_secretive", "Bearer"]) {
     expect(logged).not.toContain(secret);
   }
+});
+
+it("says how a catalog answer was produced (the Worker's count of cache outcomes), and nothing of the kind elsewhere", async () => {
+  const logged: AccessLogEntry[] = [];
+  const cached = createApp({
+    registry: db.registry,
+    authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }),
+    catalog: { cache: new MemoryCatalogCache(1024 * 1024) },
+    log: (entry) => logged.push(entry),
+  });
+  const token = await api.tenantToken("tenant-a");
+  for (const path of ["/v1/catalog/capabilities", "/v1/catalog/capabilities", "/v1/catalog/capabilities/cap%3Alog.search", "/healthz"]) {
+    await cached.request(path, { headers: { authorization: `Bearer ${token}` } });
+  }
+  expect(logged.map((e) => [e.route, e.catalog_cache])).toEqual([
+    ["/v1/catalog/capabilities", "miss"],
+    ["/v1/catalog/capabilities", "revalidated"],
+    ["/v1/catalog/capabilities/:capability_id", "miss"],
+    ["/healthz", undefined],
+  ]);
 });
 
 it("writes JSON lines with time and level (error for 5xx)", () => {

@@ -1,12 +1,16 @@
 /**
- * The Node server's wiring of /metrics: both pg pools reported, JSON access lines on stdout, and
- * METRICS=false / METRICS_PUBLIC=true honoured.
+ * The Node server's wiring of /metrics: every pg pool reported, process and runtime metrics, the
+ * build, lease maintenance, JSON access lines on stdout, and METRICS=false / METRICS_PUBLIC=true
+ * honoured.
  */
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/node.js";
+import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { find, parseExposition, value } from "../support/exposition.js";
 import { TEST_SECRET } from "../support/http.js";
+import { lifecycle, provisionFleet } from "../support/replicas.js";
 
 let db: TestDatabase;
 const servers: RunningServer[] = [];
@@ -65,4 +69,76 @@ it("serves public metrics with METRICS_PUBLIC=true and none with METRICS=false",
   expect((await fetch(`${open.url}/metrics`)).status).toBe(200);
   const off = await start({ METRICS: "false", ACCESS_LOG: "false" });
   expect((await fetch(`${off.url}/metrics`)).status).toBe(404);
+});
+
+const scrape = async (server: RunningServer) => {
+  const response = await fetch(`${server.url}/metrics`);
+  expect(response.status).toBe(200);
+  return parseExposition(await response.text());
+};
+
+it("serves process and runtime metrics, the build, and every pool (catalog replica included) in one well-formed exposition", async () => {
+  const server = await start({ METRICS_PUBLIC: "true", ACCESS_LOG: "false", CATALOG_DATABASE_URL: db.dataUrl, DB_POOL_MAX: "5" });
+  await fetch(`${server.url}/healthz`);
+  const { samples, types } = await scrape(server);
+  // prom-client's defaults: CPU, memory, event-loop lag, GC, handles, heap.
+  for (const [name, type] of [
+    ["process_cpu_seconds_total", "counter"],
+    ["process_resident_memory_bytes", "gauge"],
+    ["process_start_time_seconds", "gauge"],
+    ["nodejs_eventloop_lag_p99_seconds", "gauge"],
+    ["nodejs_gc_duration_seconds", "histogram"],
+    ["nodejs_active_handles_total", "gauge"],
+    ["nodejs_heap_size_used_bytes", "gauge"],
+  ]) {
+    expect(types.get(name as string), name).toBe(type);
+  }
+  expect(value(samples, "process_resident_memory_bytes")).toBeGreaterThan(0);
+  expect(find(samples, "aip_build_info")).toEqual([
+    {
+      name: "aip_build_info",
+      labels: {
+        version: (await import("../../package.json", { with: { type: "json" } })).default.version,
+        runtime: "node",
+        node_version: process.versions.node,
+        schema_version: String(SCHEMA_VERSION),
+        functions_checksum: FUNCTIONS_CHECKSUM,
+        database: "postgres",
+        registry_mode: "all",
+      },
+      value: 1,
+    },
+  ]);
+  for (const [pool, max] of [
+    ["data", 5],
+    ["control", 4],
+    ["catalog", 5],
+  ] as const) {
+    expect(value(samples, "aip_db_pool_max_connections", { pool }), pool).toBe(max);
+    expect(value(samples, "aip_db_pool_in_use_connections", { pool }), pool).toBeGreaterThanOrEqual(0);
+  }
+  // Lease maintenance is off here (LEASE_MAINTENANCE_INTERVAL_MS=0): no counters pretend it ran.
+  expect(types.get("aip_lease_maintenance_runs_total")).toBe("counter");
+  expect(find(samples, "aip_lease_maintenance_runs_total")).toEqual([]);
+});
+
+it("counts lease-maintenance runs and the leases they expired", async () => {
+  const fleet = await provisionFleet(db.registry, { prefix: "metrics_lease" });
+  const replicaId = fleet.replicas[0] as string;
+  const registered = await lifecycle(db.registry, replicaId, "register", { lease_ttl_ms: 1000 });
+  // The start-up cycle learns the lease's end from the database; the next cycle expires it.
+  const server = await start({ METRICS_PUBLIC: "true", ACCESS_LOG: "false", LEASE_MAINTENANCE_INTERVAL_MS: "100" });
+  const deadline = Date.parse(registered.lease_expires_at as string) + 60_000;
+  let samples = (await scrape(server)).samples;
+  while (find(samples, "aip_lease_maintenance_expired_replicas_total")[0]?.value !== 1) {
+    if (Date.now() > deadline) throw new Error(`the lease was not expired: ${JSON.stringify(find(samples, "aip_lease_maintenance_expired_replicas_total"))}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    samples = (await scrape(server)).samples;
+  }
+  expect(value(samples, "aip_lease_maintenance_runs_total")).toBeGreaterThanOrEqual(2);
+  expect(value(samples, "aip_lease_maintenance_failures_total")).toBe(0);
+  expect(value(samples, "aip_lease_maintenance_released_routes_total")).toBe(0);
+  const lastSuccess = value(samples, "aip_lease_maintenance_last_success_timestamp_seconds") as number;
+  expect(lastSuccess * 1000).toBeGreaterThanOrEqual(Date.parse(registered.lease_expires_at as string) - 5000);
+  expect(lastSuccess * 1000).toBeLessThanOrEqual(Date.now());
 });

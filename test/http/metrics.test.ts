@@ -4,55 +4,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp, type PoolUsage } from "../../src/app.js";
+import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { publishSimpleFleet } from "../support/fleet.js";
+import { find, parseExposition, value } from "../support/exposition.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** Parses the text format strictly enough to catch malformed output. */
-function parseExposition(text: string): { samples: Sample[]; types: Map<string, string> } {
-  expect(text.endsWith("\n")).toBe(true);
-  const samples: Sample[] = [];
-  const types = new Map<string, string>();
-  const helped = new Set<string>();
-  for (const line of text.trimEnd().split("\n")) {
-    const help = /^# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .+$/.exec(line);
-    if (help) {
-      helped.add(help[1] as string);
-      continue;
-    }
-    const type = /^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram)$/.exec(line);
-    if (type) {
-      expect(helped.has(type[1] as string), `HELP before TYPE for ${type[1]}`).toBe(true);
-      types.set(type[1] as string, type[2] as string);
-      continue;
-    }
-    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    expect(sample, `sample line: ${line}`).not.toBeNull();
-    const [, name, rawLabels, value] = sample as RegExpExecArray;
-    const family = (name as string).replace(/_(bucket|sum|count)$/, "");
-    expect(types.has(name as string) || types.get(family) === "histogram", `TYPE declared for ${name}`).toBe(true);
-    const labels: Record<string, string> = {};
-    for (const m of (rawLabels ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[m[1] as string] = m[2] as string;
-    samples.push({ name: name as string, labels, value: value === "+Inf" ? Infinity : Number(value) });
-  }
-  return { samples, types };
-}
-
-const find = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
-  samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
-const value = (samples: Sample[], name: string, labels: Record<string, string> = {}) => {
-  const found = find(samples, name, labels);
-  expect(found, `${name} ${JSON.stringify(labels)}`).toHaveLength(1);
-  return found[0]?.value;
-};
 
 let db: TestDatabase;
 let api: TestApi;
@@ -153,6 +111,7 @@ describe("/metrics", () => {
     expect(value(samples, "aip_db_pool_connections", { pool: "data" })).toBe(lastPoolUsage?.total);
     expect(value(samples, "aip_db_pool_idle_connections", { pool: "data" })).toBe(lastPoolUsage?.idle);
     expect(value(samples, "aip_db_pool_waiting_requests", { pool: "data" })).toBe(lastPoolUsage?.waiting);
+    expect(value(samples, "aip_db_pool_in_use_connections", { pool: "data" })).toBe((lastPoolUsage?.total ?? 0) - (lastPoolUsage?.idle ?? 0));
     const status = await db.registry.fleetStatus();
     expect(value(samples, "aip_fleet_status_up")).toBe(1);
     expect(value(samples, "aip_catalog_revision")).toBe(status.catalog_revision);
@@ -162,6 +121,36 @@ describe("/metrics", () => {
     expect(value(samples, "aip_fleet_active_assignments")).toBe(1);
     expect(value(samples, "aip_fleet_ready_capacity")).toBe(1);
     expect(value(samples, "aip_fleet_records", { kind: "connector_types" })).toBe(status.connector_types);
+  });
+
+  it("counts catalog answers by kind and cache outcome: miss, revalidated, hit", async () => {
+    let now = 1_000_000;
+    const cached = createApp({
+      registry: db.registry,
+      authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }),
+      catalog: { cache: new MemoryCatalogCache(1024 * 1024), maxStalenessMs: 1000, now: () => now },
+      metrics: { public: true },
+    });
+    const token = await api.tenantToken("tenant-a");
+    const get = async (path: string) => {
+      const response = await cached.request(path, { headers: { authorization: `Bearer ${token}` } });
+      expect(response.status).toBe(200);
+      return response.headers.get("aip-catalog-cache");
+    };
+    // The first read builds; within the staleness bound the next is a hit; after it, revalidated.
+    expect(await get("/v1/catalog/capabilities")).toBe("miss");
+    expect(await get("/v1/catalog/capabilities")).toBe("hit");
+    now += 5000;
+    expect(await get("/v1/catalog/capabilities")).toBe("revalidated");
+    expect(await get("/v1/catalog/capabilities/cap%3Am.search")).toBe("miss");
+    const { samples, types } = parseExposition(await (await cached.request("/metrics")).text());
+    expect(types.get("aip_catalog_cache_requests_total")).toBe("counter");
+    expect(find(samples, "aip_catalog_cache_requests_total").map((s) => [s.labels.kind, s.labels.outcome, s.value])).toEqual([
+      ["page", "miss", 1],
+      ["page", "hit", 1],
+      ["page", "revalidated", 1],
+      ["definition", "miss", 1],
+    ]);
   });
 
   it("still answers when the fleet status cannot be read, without stale fleet gauges", async () => {

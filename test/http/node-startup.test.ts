@@ -85,7 +85,7 @@ describe("the runtime roles of docs/deploy.md (REGISTRY_MODE=all)", () => {
     expect((error as Error).message).toMatch(
       /^schema not installed: run migrate .*; aip_test_control may not install it \(permission denied for schema public\)\. /,
     );
-    expect((error as Error).message).toContain("run `npx aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2)");
+    expect((error as Error).message).toContain("run `npx --no-install aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2)");
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
 });
@@ -96,12 +96,12 @@ describe("REGISTRY_MODE=data-plane", () => {
       (e: unknown) => e as Error,
     );
     expect((error as Error).message).toMatch(
-      /^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx aip-registry migrate` with the database owner's URL\)$/,
+      /^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx --no-install aip-registry migrate` with the database owner's URL\)$/,
     );
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
 
-  it("serves the data plane with the data role alone, holds no control pool and answers /v1/admin/* with 403", async () => {
+  it("serves the data plane with the data role alone, holds no control pool and answers publications and admin reads with 403", async () => {
     const node = await start({ REGISTRY_MODE: "data-plane", DATABASE_URL: db.dataUrl, AUTH_HS256_SECRET: TEST_SECRET, METRICS_PUBLIC: "true" });
     const adminToken = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["registry:admin", "fleet:read"] });
     const tenantToken = await mintToken(TEST_SECRET, { subject: "gw", tenantId: "tenant-a", scopes: ["catalog:read"] });
@@ -114,6 +114,9 @@ describe("REGISTRY_MODE=data-plane", () => {
     expect(await publish.json()).toMatchObject({ code: "forbidden", detail: expect.stringContaining("data plane only") });
     const read = await fetch(`${node.url}/v1/admin/connector-types/ctype_startup`, { headers: { authorization: `Bearer ${adminToken}` } });
     expect(read.status).toBe(403);
+    // The one admin operation the data role may run: the invariant checker (what `doctor` asks).
+    const invariants = await fetch(`${node.url}/v1/admin/invariants`, { headers: { authorization: `Bearer ${adminToken}` } });
+    expect(invariants.status).toBe(200);
 
     const catalog = await fetch(`${node.url}/v1/catalog/capabilities`, { headers: { authorization: `Bearer ${tenantToken}` } });
     expect(catalog.status).toBe(200);
@@ -164,7 +167,7 @@ describe("an unmigrated database", () => {
       expect(response.status).toBe(503);
       expect(await response.json()).toMatchObject({
         status: "not_ready",
-        reason: "schema not installed: run migrate (`npx aip-registry migrate` with the database owner's URL)",
+        reason: "schema not installed: run migrate (`npx --no-install aip-registry migrate` with the database owner's URL)",
       });
     } finally {
       await pool.end();

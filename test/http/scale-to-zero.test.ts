@@ -95,13 +95,20 @@ describe("an idle Node server", () => {
     clock.t = Date.now();
 
     proxy.stats.reset();
-    const registered = await call("POST", `/v1/replicas/${replicaId}/register`, host, { request_id: requestId(), lease_ttl_ms: 1500, ...evidence });
+    const registered = await call("POST", `/v1/replicas/${replicaId}/register`, host, { request_id: requestId(), lease_ttl_ms: 60_000, ...evidence });
     expect(registered.status).toBe(200);
     const route = await call("PUT", "/v1/routes/act_stz_1", gateway, { capability_id: fleet.capability });
     expect(route.status).toBe(201);
+    // The host's last heartbeat asks for a 1.5 s lease (the route needed the replica live first).
+    const beat = await call("POST", `/v1/replicas/${replicaId}/heartbeat`, host, {
+      request_id: requestId(),
+      previous_sequence: registered.body.sequence,
+      lease_ttl_ms: 1500,
+    });
+    expect(beat.status).toBe(200);
     // One statement per call, and the timer learned the deadline from the answer it served.
-    expect(statements()).toBe(2);
-    const deadline = Date.parse(registered.body.lease_expires_at);
+    expect(statements()).toBe(3);
+    const deadline = Date.parse(beat.body.lease_expires_at);
     expect(server.maintenance!.nextCycleAt).toBe(deadline);
 
     // Simulated minutes pass while the lease is live... none: the clock follows the real one,
@@ -141,8 +148,8 @@ describe("waking up", () => {
     // The pools' open connections are closed, as a suspending compute closes them; the next
     // connection waits 1.5 s for the compute (the pool's connection bound is 5 s).
     proxy.suspend(1500);
-    // As above: by the time a compute suspends, the pools have noticed its closed connections.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // By the time a compute suspends, the pools have long noticed its closed connections.
+    while (server.pools().some((pool) => pool.total > 0)) await new Promise((resolve) => setTimeout(resolve, 5));
     const [status, registered] = await Promise.all([
       call("GET", "/v1/fleet/status", operator),
       call("POST", `/v1/replicas/${replicaId}/register`, host, { request_id: requestId(), lease_ttl_ms: 60_000, ...evidence }),
@@ -174,9 +181,19 @@ describe("waking up", () => {
       const error = await registry.resolveRoute("act_stz_3", fleet.tenants[0]!.tenant, fleet.capability).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(RegistryError);
       expect(error).toMatchObject({ code: "storage", retryable: true });
-      // The client retries after Retry-After: the compute is up, the route is created once.
-      await new Promise((resolve) => setTimeout(resolve, 1100));
-      const retried = await registry.resolveRoute("act_stz_3", fleet.tenants[0]!.tenant, fleet.capability);
+      // The client retries after Retry-After until the compute is up (on a busy machine a retry
+      // can still run into the wake-up, or a connection slower than the 200 ms bound): the route
+      // is created once.
+      let retried: Awaited<ReturnType<Registry["resolveRoute"]>> | undefined;
+      const deadline = Date.now() + 60_000;
+      while (!retried) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        retried = await registry.resolveRoute("act_stz_3", fleet.tenants[0]!.tenant, fleet.capability).catch((e: unknown) => {
+          expect(e).toMatchObject({ code: "storage", retryable: true });
+          if (Date.now() > deadline) throw e;
+          return undefined;
+        });
+      }
       expect(retried.outcome).toBe("created");
       const again = await registry.resolveRoute("act_stz_3", fleet.tenants[0]!.tenant, fleet.capability);
       expect(again).toEqual({ outcome: "existing", assignment: retried.assignment });

@@ -52,8 +52,12 @@ export async function seedCatalogFleet(owner: pg.Pool | pg.Client, shape: FleetS
   if (instancesPerTenant % types !== 0) throw new Error("instancesPerTenant must be a multiple of types");
   // The data is consistent by construction, so the bulk load skips the per-row foreign-key
   // triggers (session_replication_role, superuser only): that alone halves the seeding time.
+  // Test setup, not a registry call: on a busy machine one of its statements can take longer than
+  // the pool's 10 s statement timeout (it did, on the embedded server), so it has none; the
+  // hook's timeout bounds it.
   await owner.query(`
     BEGIN;
+    SET LOCAL statement_timeout = 0;
     SET LOCAL session_replication_role = replica;
     INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
     SELECT s.id, 'sha256:' || encode(sha256(convert_to(c.cap::text, 'UTF8')), 'hex'),

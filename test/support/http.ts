@@ -2,10 +2,11 @@
  * The app over a test database, called in-process with app.request(): real auth (HS256 tokens),
  * real validation, real SQL functions under the runtime roles.
  */
-import { createApp } from "../../src/app.js";
+import { createApp, type AppOptions } from "../../src/app.js";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { CatalogServingOptions } from "../../src/catalog/serve.js";
 import { createAuthenticator, type Scope } from "../../src/http/auth.js";
+import type { Compressor } from "../../src/http/compression.js";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Registry } from "../../src/registry/registry.js";
 import { hostPrincipal } from "./fleet.js";
@@ -28,16 +29,27 @@ export interface TestApi {
 
 /**
  * The app as `npm start` serves it: catalog answers go through a memory cache (confirmed on every
- * request: staleness 0) unless `catalog` says otherwise, so every HTTP test also exercises it.
+ * request: staleness 0) unless `catalog` says otherwise, so every HTTP test also exercises it;
+ * on-demand route retention applies the default window.
  */
 export function createTestApi(
   registry: Registry,
-  options: { bodyLimitBytes?: number; adminBodyLimitBytes?: number; catalog?: CatalogServingOptions; allowRegistrationWithoutEvidence?: boolean } = {},
+  options: {
+    bodyLimitBytes?: number;
+    adminBodyLimitBytes?: number;
+    catalog?: CatalogServingOptions;
+    routeRetention?: AppOptions["routeRetention"] | null;
+    compressor?: Compressor;
+    allowRegistrationWithoutEvidence?: boolean;
+  } = {},
 ): TestApi {
+  const { routeRetention, ...rest } = options;
   const app = createApp({
     registry,
     authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }),
-    ...options,
+    ...rest,
+    // The server's default window (ROUTE_RETENTION_DAYS=30); null: retention off.
+    ...(routeRetention === null ? {} : { routeRetention: routeRetention ?? { days: 30, requireExport: false } }),
     catalog: options.catalog ?? { cache: new MemoryCatalogCache(16 * 1024 * 1024) },
   });
   const token = (claims: { scopes: Scope[]; tenantId?: string; subject?: string; peerPrincipalId?: string }) =>

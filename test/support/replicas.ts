@@ -98,6 +98,20 @@ export async function dbNowMs(db: TestDatabase): Promise<number> {
   return Number(rows[0]!.ms);
 }
 
+/**
+ * Ends the given live replicas' leases in `ttlMs` (a heartbeat each with that lease, as a host
+ * that then stops would send). Tests register with long leases, do whatever needs the replicas
+ * live, and only then call this: on a busy machine no step can race a short lease.
+ */
+export async function shortenLeases(db: TestDatabase, replicaIds: string[], ttlMs = 1000) {
+  const answers = [];
+  for (const id of replicaIds) {
+    const { health_revision } = await replicaRow(db, id);
+    answers.push(await lifecycle(db.registry, id, "heartbeat", { previous_sequence: health_revision, lease_ttl_ms: ttlMs }));
+  }
+  return answers;
+}
+
 /** Polls the database clock until every given replica's lease has ended (a 1 s lease: ~1 s). */
 export async function waitForLeaseEnd(db: TestDatabase, replicaIds: string[], timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

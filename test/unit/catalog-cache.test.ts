@@ -30,6 +30,36 @@ describe("MemoryCatalogCache", () => {
   });
 });
 
+describe("MemoryCatalogCache codings", () => {
+  it("keeps a coding beside its answer, counted in the budget, only for the revision it was made from", async () => {
+    const cache = new MemoryCatalogCache(8000);
+    await cache.put("k", { revision: 3, body: "z".repeat(500) });
+    const plain = cache.bytes;
+    const coded = new Uint8Array(300);
+    cache.attach("k", 2, "br", coded); // an older revision's: ignored
+    cache.attach("missing", 3, "br", coded);
+    expect(cache.bytes).toBe(plain);
+    cache.attach("k", 3, "br", coded);
+    expect(cache.bytes).toBe(plain + 300);
+    expect((await cache.get("k"))?.encoded?.br).toBe(coded);
+    cache.attach("k", 3, "br", new Uint8Array(10)); // kept once
+    expect(cache.bytes).toBe(plain + 300);
+    // A new revision replaces the entry and its codings.
+    await cache.put("k", { revision: 4, body: "z".repeat(500) });
+    expect((await cache.get("k"))?.encoded).toBeUndefined();
+    expect(cache.bytes).toBe(plain);
+  });
+
+  it("evicts the least recently used when codings push it over its budget", async () => {
+    const cache = new MemoryCatalogCache(4000);
+    for (const key of ["a", "b", "c"]) await cache.put(key, { revision: 1, body: "x".repeat(400) });
+    cache.attach("c", 1, "gzip", new Uint8Array(1500)); // 3 x 866 bytes, plus these: over 4000
+    expect(cache.bytes).toBeLessThanOrEqual(4000);
+    expect(await cache.get("a")).toBeUndefined();
+    expect((await cache.get("c"))?.encoded?.gzip?.byteLength).toBe(1500);
+  });
+});
+
 describe("cache keys", () => {
   it("name the tenant and every query member unambiguously", () => {
     const keys = [

@@ -154,6 +154,17 @@ describe("RegistryClient", () => {
     expect(await admin.expireLeases(10)).toMatchObject({ expired: 0, released: 0 });
   });
 
+  it("runs route retention, pages routes for an export and records it", async () => {
+    expect(await admin.removeSettledRoutes(10)).toMatchObject({ removed: 0, exported_before: null });
+    const page = await admin.routesPage({ settledBefore: new Date().toISOString(), limit: 5 });
+    expect(page).toMatchObject({ routes: [], next_cursor: null, settled_after: null });
+    const before = new Date(Date.now() - 86_400_000).toISOString();
+    expect(await admin.recordRouteExport(null, before)).toEqual({ exported_before: before, removed_before: null });
+    const gap = await admin.recordRouteExport(new Date().toISOString(), new Date(Date.now() + 60_000).toISOString()).catch((error: unknown) => error);
+    expect(gap).toBeInstanceOf(RegistryProblem);
+    expect((gap as RegistryProblem).is("conflict")).toBe(true);
+  });
+
   it("reaches every documented operation through a client method", async () => {
     const doc = (await (await api.app.request("/openapi.json")).json()) as { paths: Record<string, Record<string, unknown>> };
     // Pages for people and scrapers, not API operations a gateway calls.

@@ -31,7 +31,7 @@ describe.each(pairs)("held through %s, contended through %s", (first, second) =>
     const refused = await lockDataDir(dir, { command: "aip-registry migrate" }, { helpers: [second] }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(DataDirLocked);
     expect((refused as Error).message).toBe(
-      `the data directory ${dir} is in use by PID ${process.pid} (aip-registry serve at http://127.0.0.1:1, since ${(refused as DataDirLocked).holder?.since}): ` +
+      `DATA_DIR=${dir} is in use by PID ${process.pid} (aip-registry serve at http://127.0.0.1:1, since ${(refused as DataDirLocked).holder?.since}): ` +
         "stop it first, or set DATA_DIR to another directory (or DATABASE_URL for PostgreSQL)",
     );
     await lock.release();
@@ -72,7 +72,7 @@ it("reports a helper that is not installed", async () => {
   process.env.PATH = dir; // neither flock nor perl in it
   try {
     await expect(lockDataDir(dir, { command: "test" })).rejects.toThrow(
-      `cannot lock the data directory ${dir}: neither \`flock\` (util-linux) nor \`perl\` is installed`,
+      `cannot lock DATA_DIR=${dir}: neither \`flock\` (util-linux) nor \`perl\` is installed`,
     );
   } finally {
     process.env.PATH = previous;

@@ -42,3 +42,13 @@ it("refuses what would render invalid output", () => {
   expect(() => metrics.histogram("h", "x", ["le"], [1])).toThrow(/reserved/);
   expect(() => metrics.histogram("h2", "x", [], [1, 1])).toThrow(/increase/);
 });
+
+it("takes a counter's total from its source, and never lets it fall", () => {
+  const metrics = new MetricRegistry();
+  const counter = metrics.counter("runs_total", "x");
+  counter.setTotal({}, 3);
+  counter.setTotal({}, 5);
+  expect(metrics.render()).toContain("\nruns_total 5\n");
+  counter.setTotal({}, 2);
+  expect(metrics.render()).toContain("\nruns_total 5\n");
+});

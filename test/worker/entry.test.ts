@@ -52,6 +52,8 @@ describe.each(TRANSPORTS)("data-plane-only deployment (no CONTROL_DATABASE_URL),
     );
     expectProblem(await api.call("GET", `/v1/admin/connector-types/ctype_${api.prefix}`, { token: admin }), 403, "forbidden");
     expect((await api.call("GET", "/v1/fleet/status", { token: admin })).status).toBe(200);
+    // The invariant checker runs as the data role: `doctor` can check an edge deployment.
+    expect((await api.call("GET", "/v1/admin/invariants", { token: admin })).body).toMatchObject({ healthy: expect.any(Boolean) });
     expect((await api.call("GET", "/v1/catalog/capabilities", { token: await api.tenant(`${api.prefix}-t`) })).status).toBe(200);
     expect((await api.call("GET", "/readyz")).body).toMatchObject({ status: "ready" });
   });

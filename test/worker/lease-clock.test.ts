@@ -105,15 +105,24 @@ describe("live leases", () => {
     const fleet = await fleetOf("live", 2);
     const [first, second] = fleet.tenants.map((t) => fleet.replicas[t] as string) as [string, string];
     const before = await view();
-    const early = await api.lifecycle(first, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 1500 });
-    const late = await api.lifecycle(second, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 2500 });
+    const sequences: Record<string, number> = {};
+    for (const id of [first, second]) {
+      sequences[id] = (await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 60_000 })).body.sequence;
+    }
     const gateway = await api.tenant(fleet.tenants[0] as string);
     const route = await api.call("PUT", `/v1/routes/act_${api.prefix}_live`, { token: gateway, body: { capability_id: fleet.capabilities[0] } });
     expect(route.status).toBe(201);
     expect(route.body.replica_id).toBe(first);
-    // Both registers told the clock; the alarm is the earlier end.
+    // The hosts' last heartbeats ask for 1.5 s and 2.5 s (the route needed `first` live before).
+    // The margin of this test: the second heartbeat and the look at the alarm take well under
+    // the 1.5 s before the first alarm fires.
+    const beat = (id: string, ttl: number) =>
+      api.lifecycle(id, "heartbeat", { request_id: lifecycleRequestId(api.prefix), previous_sequence: sequences[id], lease_ttl_ms: ttl });
+    const early = await beat(first, 1500);
+    const late = await beat(second, 2500);
+    // The shortened lease told the clock; the alarm is the earlier end.
     const armed = await view();
-    expect(armed.received - before.received).toBe(2);
+    expect(armed.received).toBeGreaterThan(before.received);
     expect(armed.alarm).toBe(ms(early.body.lease_expires_at));
 
     await resetProxyStats();
@@ -126,7 +135,10 @@ describe("live leases", () => {
     expect(expiries.length).toBe(2);
     for (const statement of sent) expect(statement.at).toBeGreaterThanOrEqual(ms(early.body.lease_expires_at));
     expect(expiries[1]!.at).toBeGreaterThanOrEqual(ms(late.body.lease_expires_at));
-    expect(sent.length).toBeLessThanOrEqual(3); // the two cycles, and the clock's own schema check once per isolate
+    // The two cycles, route retention once (an isolate that does not know when it is due runs it
+    // in its first cycle; then not for 15 minutes), and the clock's own schema check once per isolate.
+    expect(sent.filter((s) => s.text.includes("aip_remove_settled_routes")).length).toBeLessThanOrEqual(1);
+    expect(sent.length).toBeLessThanOrEqual(4);
 
     // Capacity is back and counted.
     const admin = await api.admin();
@@ -194,7 +206,9 @@ describe("the invariant: while a lease is live, an alarm exists at or before its
     const id = fleet.replicas[fleet.tenants[0] as string] as string;
     const { pool, holder } = await ownerSession();
     try {
-      const registered = await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 1000 });
+      // 3 s: the margin for the lock and the look at the alarm before it fires (the lock keeps
+      // the lease from being shortened later instead).
+      const registered = await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 3000 });
       await holder.query("BEGIN");
       await holder.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = $1 FOR UPDATE", [id]);
       const armed = await view();
@@ -224,11 +238,17 @@ describe("the invariant: while a lease is live, an alarm exists at or before its
     const gateway = await api.tenant(tenant);
     const { pool, holder } = await ownerSession();
     try {
-      const registered = await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 1000 });
+      const live = await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 60_000 });
       expect((await api.call("PUT", `/v1/routes/act_${api.prefix}_fail`, { token: gateway, body: { capability_id: fleet.capabilities[0] } })).status).toBe(201);
       // A long transaction holds the route: releasing it runs into the lock timeout (2 s).
       await holder.query("BEGIN");
       await holder.query("SELECT 1 FROM aip_route_assignments WHERE action_id = $1 FOR UPDATE", [`act_${api.prefix}_fail`]);
+      // Then the host's last heartbeat asks for a 3 s lease (the margin for the look at the alarm).
+      const registered = await api.lifecycle(id, "heartbeat", {
+        request_id: lifecycleRequestId(api.prefix),
+        previous_sequence: live.body.sequence,
+        lease_ttl_ms: 3000,
+      });
       const armed = await view();
       expect(armed.alarm).toBe(ms(registered.body.lease_expires_at));
       const failed = await cyclesAfter(armed);
@@ -279,7 +299,8 @@ describe("waking up: the first calls after the database was suspended", () => {
   it("the clock's alarm waits for the compute too", async () => {
     const fleet = await fleetOf("wake");
     const id = fleet.replicas[fleet.tenants[0] as string] as string;
-    const registered = await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 1000 });
+    // 3 s: the margin for the look at the alarm and the suspension before it fires.
+    const registered = await api.lifecycle(id, "register", { request_id: lifecycleRequestId(api.prefix), lease_ttl_ms: 3000 });
     const armed = await view();
     expect(armed.alarm).toBe(ms(registered.body.lease_expires_at));
     await resetProxyStats();
@@ -305,9 +326,13 @@ describe("waking up: the first calls after the database was suspended", () => {
     expect(refused.headers.get("retry-after")).toBeTruthy();
     // The client retries after Retry-After, once the compute is up. The first attempt may have
     // committed meanwhile: the retry then returns that route, never a second one.
+    // On a busy machine a retry can still exceed the 300 ms bound: a client retries again.
     while ((await proxyStats()).wakes === 0) await sleep(50);
-    await sleep(200);
-    const retried = await resolve();
+    let retried = refused;
+    for (const deadline = Date.now() + 60_000; retried.status === 503 && Date.now() < deadline; ) {
+      await sleep(200);
+      retried = await resolve();
+    }
     expect([200, 201]).toContain(retried.status);
     const again = await resolve();
     expect(again.status).toBe(200);

@@ -153,6 +153,14 @@ for (const transport of TRANSPORTS) {
       ],
       ["GET /v1/fleet/status", () => () => api.call("GET", "/v1/fleet/status", { token: tokens.reader }), 200],
       ["POST /v1/fleet/lease-expiry", () => () => api.call("POST", "/v1/fleet/lease-expiry?limit=10", { token: tokens.admin }), 200],
+      ["POST /v1/fleet/route-retention", () => () => api.call("POST", "/v1/fleet/route-retention?limit=10", { token: tokens.admin }), 200],
+      ["GET /v1/admin/routes", () => admin(`/v1/admin/routes?settled_before=${encodeURIComponent(new Date().toISOString())}&limit=10`), 200],
+      [
+        "POST /v1/admin/route-exports",
+        () => () =>
+          api.call("POST", "/v1/admin/route-exports", { token: tokens.admin, body: { settled_before: new Date(Date.now() - 86_400_000).toISOString() } }),
+        200,
+      ],
     ];
 
     it("every database-backed operation is exactly one statement", async () => {

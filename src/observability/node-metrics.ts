@@ -1,0 +1,82 @@
+/**
+ * What the Node server adds to /metrics beyond the app's own metrics (src/observability/metrics.ts):
+ * process and runtime metrics, the build it runs, its pools, its transport refusals and its lease
+ * maintenance. Node only: the Worker never imports this module (its bundle must not carry
+ * prom-client, and a Worker has no process to describe; scripts/bundle-size.ts enforces it).
+ */
+import { readFileSync } from "node:fs";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import type { Config } from "../config.js";
+import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
+import type { MaintenanceStats } from "../maintenance.js";
+import type { KeySetSource } from "./key-set-metrics.js";
+import type { MetricsOptions, PoolUsage } from "./metrics.js";
+
+let processRegistry: Registry | undefined;
+
+/**
+ * `process_*` and `nodejs_*` (CPU, memory, heap, event-loop lag, GC, handles, file descriptors)
+ * from prom-client's default collectors: the names every Node dashboard expects. One collector set
+ * per process, shared by every server in it: they observe the process (a GC observer, an
+ * event-loop delay histogram), not a server.
+ */
+export function processMetricsText(): Promise<string> {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry.metrics();
+}
+
+/**
+ * This package's version, from the nearest package.json named `aip-registry` above this module:
+ * found the same way whether it runs from src/ (tsx) or from compiled output.
+ */
+export function packageVersion(from: URL = new URL(".", import.meta.url)): string {
+  for (let dir = from; ; dir = new URL("..", dir)) {
+    try {
+      const manifest = JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { name?: string; version?: string };
+      if (manifest.name === "aip-registry" && manifest.version) return manifest.version;
+    } catch {
+      // No package.json here: look further up.
+    }
+    if (dir.pathname === "/") return "unknown";
+  }
+}
+
+/** The labels of `aip_build_info`: what runs here, for dashboards that compare a fleet of servers. */
+export function buildInfo(config: Pick<Config, "DATABASE_URL" | "REGISTRY_MODE">): Record<string, string> {
+  return {
+    version: packageVersion(),
+    runtime: "node",
+    node_version: process.versions.node,
+    schema_version: String(SCHEMA_VERSION),
+    functions_checksum: FUNCTIONS_CHECKSUM,
+    database: config.DATABASE_URL ? "postgres" : "pglite",
+    registry_mode: config.REGISTRY_MODE,
+  };
+}
+
+/** The Node server's metrics options. */
+export function nodeMetrics(
+  config: Pick<Config, "DATABASE_URL" | "REGISTRY_MODE" | "METRICS_PUBLIC">,
+  sources: {
+    pools: () => PoolUsage[];
+    transportRefusals: () => Record<string, number>;
+    /** Absent when lease maintenance is off. */
+    maintenance: { readonly stats: MaintenanceStats } | undefined;
+    /** The identity provider's key set, when tokens are verified against one (AUTH_JWKS_URL). */
+    keySet?: KeySetSource;
+  },
+): MetricsOptions {
+  const { maintenance, keySet } = sources;
+  return {
+    pools: sources.pools,
+    public: config.METRICS_PUBLIC,
+    transportRefusals: sources.transportRefusals,
+    ...(maintenance ? { maintenance: () => maintenance.stats } : {}),
+    ...(keySet ? { keySet } : {}),
+    buildInfo: buildInfo(config),
+    extraText: processMetricsText,
+  };
+}

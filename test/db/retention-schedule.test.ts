@@ -1,0 +1,171 @@
+/**
+ * When route retention runs (src/route-retention.ts) against the real database: within lease
+ * maintenance's cycles, at most once per pause and not before the oldest released route is due,
+ * a backlog drained cycle after cycle; and the Node timer with it, every statement counted on the
+ * wire by the local Neon proxy: an idle server still sends nothing once the start-up cycle has
+ * learned that nothing is due.
+ */
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
+import { createPgPool, pgExecutor } from "../../src/db/pg.js";
+import { planNextCycle } from "../../src/maintenance.js";
+import { createMaintenanceTimer } from "../../src/maintenance-timer.js";
+import { ROUTE_RETENTION_PAUSE_MS } from "../../src/limits.js";
+import { Registry } from "../../src/registry/registry.js";
+import { RetentionSchedule, retentionSettings } from "../../src/route-retention.js";
+import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { expectHealthy } from "../support/invariants.js";
+import { DAY_MS, settledDaysAgo } from "../support/retention.js";
+import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
+import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
+
+let db: TestDatabase;
+let proxy: NeonProxy;
+let fleet: RoutingFleet;
+const pools: pg.Pool[] = [];
+beforeAll(async () => {
+  db = await createTestDatabase();
+  const server = new URL(db.server.adminUrl);
+  proxy = await startNeonProxy({ pgHost: server.hostname, pgPort: Number(server.port || 5432), tcp: true });
+  fleet = await publishRoutingFleet(db.registry, {
+    prefix: "rsch",
+    tenant: "tenant-rsch",
+    instances: [{ name: "i", replicas: [{ name: "r", capacity: 1000 }] }],
+  });
+});
+afterAll(async () => {
+  await Promise.all(pools.map((p) => p.end()));
+  await proxy?.close();
+  await db?.close();
+});
+
+/** A registry of the data role whose every statement crosses the proxy, which counts and logs it. */
+function wiredRegistry(): Registry {
+  const url = new URL(db.dataUrl);
+  url.hostname = "127.0.0.1";
+  url.port = String(proxy.tcpPort);
+  const pool = createPgPool(url.toString(), { max: 2 });
+  pools.push(pool);
+  return new Registry({ data: pgExecutor(pool) });
+}
+
+let n = 0;
+/** Released routes whose last settlement lies `days` in the past. */
+async function released(count: number, days: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const { assignment } = await db.registry.resolveRoute(`act_rsch_${++n}`, fleet.tenant, fleet.capability);
+    await db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed");
+    ids.push(assignment.action_id);
+  }
+  await settledDaysAgo(db.owner, ids, days);
+  return ids;
+}
+
+async function drain(): Promise<void> {
+  while ((await db.registry.removeSettledRoutes(30, false, 10_000)).removed > 0);
+}
+
+const settings = { days: 30, requireExport: false, batchSize: 2, maxBatches: 2 };
+
+describe("the retention schedule", () => {
+  it("runs when it does not know, then not before the pause, nor before the oldest route is due", async () => {
+    await drain();
+    const [halfDay] = await released(1, 29.5); // due in half a day
+    const schedule = new RetentionSchedule(settings);
+    let now = Date.now();
+    const first = await schedule.runIfDue(db.registry, () => now);
+    expect(first).toMatchObject({ removed: 0, batches: 1, backlog: false });
+    // Half a day away is later than the 15-minute pause: that is when it is due.
+    const due = Date.parse(first?.next_due as string);
+    expect(schedule.nextRunAt).toBe(due);
+    expect(due - now).toBeGreaterThan(0.45 * DAY_MS);
+    now += ROUTE_RETENTION_PAUSE_MS + MINUTE;
+    expect(await schedule.runIfDue(db.registry, () => now)).toBeUndefined();
+
+    // Nothing released at all: again after the pause.
+    await settledDaysAgo(db.owner, [halfDay as string], 31);
+    await drain();
+    const empty = new RetentionSchedule(settings);
+    now = Date.now();
+    expect(await empty.runIfDue(db.registry, () => now)).toMatchObject({ removed: 0, next_due: null });
+    expect(empty.nextRunAt).toBe(now + ROUTE_RETENTION_PAUSE_MS);
+  });
+
+  it("removes at most maxBatches batches, reports a backlog, and is due again at once until it is drained", async () => {
+    await drain();
+    await released(7, 31);
+    const schedule = new RetentionSchedule(settings);
+    const now = Date.now();
+    const first = await schedule.runIfDue(db.registry, () => now);
+    expect(first).toMatchObject({ removed: 4, batches: 2, backlog: true });
+    expect(schedule.nextRunAt).toBe(now);
+    // A backlog brings the next maintenance cycle forward to the minimum interval.
+    expect(planNextCycle({ expired: 0, next_deadline: null, retention: first! }, now, 1000, 0)).toEqual({ at: now + 1000, stalled: 0 });
+    expect(planNextCycle({ expired: 0, next_deadline: new Date(now + 60_000).toISOString(), retention: first! }, now, 1000, 0)).toEqual({
+      at: now + 1000,
+      stalled: 0,
+    });
+    const second = await schedule.runIfDue(db.registry, () => now + 1000);
+    expect(second).toMatchObject({ removed: 3, batches: 2, backlog: false });
+    expect(schedule.nextRunAt).toBe(now + 1000 + ROUTE_RETENTION_PAUSE_MS);
+    await expectHealthy(db.registry);
+  });
+
+  it("pauses after a failure, so lease maintenance goes on without it", async () => {
+    // A role that may not call the retention function: the database refuses every run.
+    const pool = createPgPool(db.controlUrl, { max: 1 });
+    pools.push(pool);
+    const control = new Registry({ data: pgExecutor(pool) });
+    const schedule = new RetentionSchedule(settings);
+    const now = Date.now();
+    await expect(schedule.runIfDue(control, () => now)).rejects.toThrow(/route retention failed \(next attempt in 900 s\)/);
+    expect(schedule.nextRunAt).toBe(now + ROUTE_RETENTION_PAUSE_MS);
+    expect(await schedule.runIfDue(control, () => now + MINUTE)).toBeUndefined();
+  });
+
+  it("comes from the configuration: none with ROUTE_RETENTION_DAYS=0", () => {
+    expect(retentionSettings({ ROUTE_RETENTION_DAYS: 0, ROUTE_RETENTION_REQUIRE_EXPORT: false, LEASE_EXPIRY_MAX_BATCHES: 8 })).toBeUndefined();
+    expect(retentionSettings({ ROUTE_RETENTION_DAYS: 7, ROUTE_RETENTION_REQUIRE_EXPORT: true, LEASE_EXPIRY_MAX_BATCHES: 3 })).toEqual({
+      days: 7,
+      requireExport: true,
+      batchSize: 500,
+      maxBatches: 3,
+    });
+    expect(() => new RetentionSchedule({ ...settings, days: 0 })).toThrow(RangeError);
+  });
+});
+
+describe("the Node deadline timer with route retention, statements counted on the wire", () => {
+  it("runs retention in its start-up cycle, drains a backlog cycle after cycle, then sends nothing while idle", async () => {
+    await drain();
+    await released(5, 31);
+    // No lease is live (the fleet's replica goes offline): only retention can schedule a cycle.
+    await db.owner.query("UPDATE aip_connector_replicas SET lease_expires_at = aip_now() WHERE status <> 'offline'");
+    expect((await db.registry.expireLeases(100)).next_deadline).toBeNull();
+    const clock = new SimulatedClock(Date.now());
+    const timer = createMaintenanceTimer(wiredRegistry(), { minIntervalMs: 1000, clock, retention: new RetentionSchedule(settings) });
+    proxy.stats.reset();
+    timer.start();
+    await timer.settled();
+    // Lease expiry, then two full retention batches: a backlog, so a cycle is due after the interval.
+    expect(proxy.stats.log.map((s) => s.text)).toEqual([
+      expect.stringContaining("aip_expire_leases"),
+      expect.stringContaining("aip_remove_settled_routes"),
+      expect.stringContaining("aip_remove_settled_routes"),
+    ]);
+    expect(timer.nextCycleAt).toBe(clock.t + 1000);
+    proxy.stats.reset();
+    await clock.advanceTo(clock.t + 1000, () => timer.settled());
+    // The rest: one short batch; caught up, and no lease is live: nothing is scheduled.
+    expect(proxy.stats.log.map((s) => s.text)).toEqual([expect.stringContaining("aip_expire_leases"), expect.stringContaining("aip_remove_settled_routes")]);
+    expect(timer.nextCycleAt).toBeNull();
+    proxy.stats.reset();
+    const start = clock.t;
+    for (let minute = 1; minute <= 60; minute++) await clock.advanceTo(start + minute * MINUTE, () => timer.settled());
+    expect(proxy.stats.statements()).toBe(0);
+    await timer.stop();
+    await expectHealthy(db.registry);
+  });
+});
