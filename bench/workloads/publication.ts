@@ -10,12 +10,16 @@
  *   staleness 0 asks the database under the shared lock.
  * The second phase lasts until five publications finished (at most two minutes). Reported per
  * reader: throughput, p99 and the maximum wait (the stall), and refusals (a `busy`, or before
- * issue 24.4 a `storage`, is a lock timeout); the note gives what one publication took.
+ * issue 24.4 a `storage`, is a lock timeout); the note gives what one publication took and, from
+ * pg_locks sampled every few milliseconds (bench/lib/publication-lock.ts), how long each held the
+ * exclusive lock and the longest any reader was queued for it: the lock's own share of the
+ * stall, which the client-side maximum mixes with CPU starvation on a busy machine.
  */
 import { connectorType, version } from "../../test/support/fleet.js";
 import type { Figure, Recorder } from "../lib/figures.js";
 import { randomRoute, type Layout } from "../lib/layout.js";
 import { closedLoop, type Measurement } from "../lib/load.js";
+import { samplePublicationLock } from "../lib/publication-lock.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { resolveNew, settle } from "./routing.js";
 
@@ -114,18 +118,24 @@ export async function runPublication(
         took.push(performance.now() - started);
       }
     })();
+    const sampler = await samplePublicationLock(db.server.adminUrl, db.name);
     try {
       // Until several publications finished under the load (each takes longer than alone: its
       // canonicalization shares the cores with the readers), at most two minutes.
       const during = await both(120_000, () => took.length >= PUBLICATIONS);
+      const lock = await sampler.stop();
       const mean = took.reduce((a, b) => a + b, 0) / Math.max(1, took.length);
-      const note = `${took.length} publications of a ${CAPABILITIES}-capability manifest finished during the phase, ${mean.toFixed(0)} ms each (${aloneMs.toFixed(0)} ms alone)`;
+      const holds = [...lock.holdsMs].sort((a, b) => a - b);
+      const note =
+        `${took.length} publications of a ${CAPABILITIES}-capability manifest finished during the phase, ${mean.toFixed(0)} ms each (${aloneMs.toFixed(0)} ms alone); ` +
+        `exclusive lock held ${holds.map((h) => h.toFixed(0)).join(", ")} ms, longest queued reader ${lock.maxWaitMs.toFixed(0)} ms (pg_locks every ${lock.resolutionMs.toFixed(1)} ms)`;
       record("while large versions are published", during, note);
       plan.log(
         `  reader waits while publishing: resolve p99 ${during.resolves.latency.p99.toFixed(0)} max ${during.resolves.latency.max.toFixed(0)} ms, ` +
           `catalog read p99 ${during.reads.latency.p99.toFixed(0)} max ${during.reads.latency.max.toFixed(0)} ms; ${note}`,
       );
     } finally {
+      await sampler.stop().catch(() => undefined);
       stop = true;
       await publishing;
     }
