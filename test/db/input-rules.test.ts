@@ -217,7 +217,9 @@ const RULES: Record<string, Rule> = {
   "Lease bounds: lease_ttl_ms of a heartbeat (aip_replica_transition)": {
     zod: (lease_ttl_ms) => LifecycleRequest.safeParse({ request_id: "r", previous_sequence: 0, lease_ttl_ms }).success,
     sql: (lease_ttl_ms) =>
-      sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL, false)", [json({ request_id: "r", previous_sequence: 0, lease_ttl_ms })]),
+      sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL, false)", [
+        json({ request_id: "r", previous_sequence: 0, lease_ttl_ms }),
+      ]),
     cases: [
       ["the minimum", LEASE_TTL_MS.min, true],
       ["below the minimum", LEASE_TTL_MS.min - 1, false],
