@@ -52,7 +52,8 @@ async function benchServer(server: Server, target: string, options: Options, res
   const poolFor = (concurrency: number) => Math.min(concurrency, maxPool);
   log(`\n== ${server.label}: data pool up to ${maxPool} connections (server budget ${budget})`);
 
-  const db = await freshDatabase(server, "aip_bench");
+  // BENCH_DATABASE_NAME: another name, so that two runs on one server cannot drop each other's database.
+  const db = await freshDatabase(server, process.env.BENCH_DATABASE_NAME ?? "aip_bench");
   try {
     const seed = await db.withOwner((session) => seedFleet(session, REFERENCE_SCALE));
     results.seeds.push({ target, seed });
@@ -151,10 +152,8 @@ async function benchServer(server: Server, target: string, options: Options, res
       );
     }
     if (options.suites.has("publication")) {
-      log("publication (routing while large versions are published)");
-      await attempt(results, "publication", () =>
-        runPublication(recorder, db, layout, { target, concurrency: 16, durationMs: Math.max(options.phaseMs, 8000), log }),
-      );
+      log("publication (resolves and catalog reads while large versions are published)");
+      await attempt(results, "publication", () => runPublication(recorder, db, layout, { target, durationMs: Math.max(options.phaseMs, 8000), log }));
     }
     const writesAfter = await db.withOwner((s) => tableWrites((q) => s.query(q)));
     results.tableWrites.push(...writesBetween(writesBefore, writesAfter).map((w) => ({ target, ...w })));

@@ -58,6 +58,18 @@ export const connectorTypes = pgTable("aip_connector_types", {
   updatedAt: updatedAt(),
 });
 
+/**
+ * Manifests, content-addressed by their digest (SHA-256 of the canonical JSON): immutable, and
+ * identical content under one key by construction. A publication writes its versions' manifests
+ * (and capability definitions) before it takes the exclusive publication lock, so that the lock is
+ * held only for the rows the revision makes visible (functions/22_publish_versions.sql).
+ */
+export const manifests = pgTable("aip_manifests", {
+  manifestDigest: text("manifest_digest").primaryKey(),
+  manifest: jsonb("manifest").notNull(),
+  createdAt: createdAt(),
+});
+
 /** Immutable connector versions: only `status` ever changes. */
 export const connectorVersions = pgTable(
   "aip_connector_versions",
@@ -69,8 +81,8 @@ export const connectorVersions = pgTable(
     version: text("version").notNull(),
     status: text("status").notNull(),
     artifactDigest: text("artifact_digest").notNull(),
+    /** The version's manifest, in aip_manifests. */
     manifestDigest: text("manifest_digest").notNull(),
-    manifest: jsonb("manifest").notNull(),
     attestation: jsonb("attestation").notNull(),
     /** Per capability ID, what the implementation behind it supports (invocation, cancellation, ...): the claims admission checked. */
     implementationSupport: jsonb("implementation_support").notNull().default(sql`'{}'::jsonb`),
@@ -82,13 +94,19 @@ export const connectorVersions = pgTable(
     updatedAt: updatedAt(),
   },
   (t) => [
+    foreignKey({ name: "aip_connector_versions_manifest_fk", columns: [t.manifestDigest], foreignColumns: [manifests.manifestDigest] }),
     unique("aip_connector_versions_artifact_digest_key").on(t.artifactDigest),
     unique("aip_connector_versions_type_version_key").on(t.typeId, t.version),
     check("aip_connector_versions_status", oneOf(t.status, STORED_VERSION_STATUSES)),
   ],
 );
 
-/** Capability definitions are shared by every version that implements the same capability ID. */
+/**
+ * Capability definitions are shared by every version that implements the same capability ID, and
+ * immutable: one contract per ID (a conflicting one is refused), so like manifests they are written
+ * before the publication lock; only the versions that reference them (aip_version_capabilities,
+ * written under it) make them visible.
+ */
 export const capabilityDefinitions = pgTable(
   "aip_capability_definitions",
   {

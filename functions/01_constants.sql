@@ -91,7 +91,7 @@ CREATE FUNCTION aip_reader_kinds() RETURNS text[] LANGUAGE sql STABLE PARALLEL S
 
 -- Problems (src/registry/errors.ts)
 CREATE FUNCTION aip_problem_sqlstate() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 'AR000' $$; -- PROBLEM_SQLSTATE
-CREATE FUNCTION aip_problem_codes() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT ARRAY['invalid', 'forbidden', 'not-found', 'binding-unavailable', 'conflict', 'stale-cursor', 'fence-lost', 'route-expired', 'admission', 'capacity-exceeded', 'replica-unavailable']::text[] $$; -- DATABASE_PROBLEMS
+CREATE FUNCTION aip_problem_codes() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT ARRAY['invalid', 'forbidden', 'not-found', 'binding-unavailable', 'conflict', 'stale-cursor', 'fence-lost', 'route-expired', 'admission', 'capacity-exceeded', 'replica-unavailable', 'busy']::text[] $$; -- DATABASE_PROBLEMS
 CREATE FUNCTION aip_replica_behind_sqlstate() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 'ARLAG' $$; -- REPLICA_BEHIND_SQLSTATE
 CREATE FUNCTION aip_retry_after_soon_ms() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 100 $$; -- RETRY_AFTER_MS.soon
 CREATE FUNCTION aip_retry_after_later_ms() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 1000 $$; -- RETRY_AFTER_MS.later

@@ -31,7 +31,9 @@ CREATE FUNCTION aip_version_json(v aip_connector_versions) RETURNS json
 LANGUAGE sql STABLE AS $$
   SELECT json_build_object(
     'id', v.version_id, 'connector_type_id', v.type_id, 'version', v.version, 'status', v.status,
-    'manifest_digest', v.manifest_digest, 'manifest', v.manifest, 'attestation', v.attestation,
+    'manifest_digest', v.manifest_digest,
+    'manifest', (SELECT m.manifest FROM aip_manifests m WHERE m.manifest_digest = v.manifest_digest),
+    'attestation', v.attestation,
     'implementation_support', v.implementation_support,
     'supply_chain_qualified', v.supply_chain_qualified, 'qualification_reason', v.qualification_reason,
     'capabilities', aip_version_capabilities_json(v.version_id),

@@ -1,5 +1,5 @@
 -- Catalog publication: one batch of changes applied atomically under the exclusive catalog
--- publication lock, in two passes.
+-- publication lock, in three passes.
 --
 -- 1. Prepare (no lock): every change is validated and normalized on its own by its op's
 --    aip_prep_<op>: field types and bounds, labels, endpoints, supply-chain evidence, and for a
@@ -7,15 +7,21 @@
 --    here reads stored state, so a large manifest (up to 4 MiB) is canonicalized while resolvers
 --    and catalog readers go on unhindered. A prepared change names its fields as its table's
 --    columns, so its apply reads it with jsonb_populate_record.
--- 2. Apply (exclusive lock): its op's aip_pub_<op> checks each prepared change against stored
---    state, writes it, and reports it (aip_pub_result): its outcome ('created' | 'updated' |
---    'unchanged'), the members that name its record, and what it touched. The revision advances
---    once if anything but replica provisioning changed.
+-- 2. Store (no lock): the content-addressed rows the batch's versions bring (manifests, capability
+--    definitions) are written in this transaction, before the lock (aip_pub_store_versions,
+--    22_publish_versions.sql): immutable under their keys, invisible until the commit, rolled back
+--    with a refused batch.
+-- 3. Apply (exclusive lock): its op's aip_pub_<op> checks each prepared change against stored
+--    state, writes what the revision makes visible, and reports it (aip_pub_result): its outcome
+--    ('created' | 'updated' | 'unchanged'), the members that name its record, and what it
+--    touched. The revision advances once if anything but replica provisioning changed.
 --
 -- One file per record kind holds its ops (21_publish_types.sql ... 26_publish_replicas.sql), and
--- the "Know what may change" rules of the specification for its kind:
---   connector type      id, name, owner fixed                  enabled mutable
---   connector version   everything fixed                       status: admitted <-> active, any -> revoked, never back from revoked;
+-- the "Know what may change" rules of the specification for its kind. What is fixed is compared
+-- on a re-put: exactly as stored is 'unchanged', anything else a conflict naming the field. A
+-- lifecycle state moves only through its own op, never through a re-put of the record:
+--   connector type      id, name, owner fixed                  enabled: set_connector_type_enabled
+--   connector version   everything fixed                       status (set_version_status): admitted <-> active, any -> revoked, never back from revoked;
 --                                                              supply_chain_qualified: revoked and restored by operators (restoring re-checks the evidence)
 --   capability          id, contract and schema digest fixed   a conflicting contract under the same id is refused
 --   connector instance  id, type, tenant fixed                 the rest only with a newer config_revision; a rollout may not drop a bound capability
@@ -92,9 +98,10 @@ $$;
 -- Entry point (control role). Applies every change or none; a dry run applies them inside a
 -- subtransaction and rolls it back, reporting what would have happened.
 --
--- Every change is prepared before the exclusive publication lock is taken, so the lock is held
--- only for the checks against stored state and the writes: readers and resolvers queue behind a
--- publication for milliseconds, not for the seconds a 4 MiB manifest takes to canonicalize.
+-- Every change is prepared, and its content-addressed rows stored, before the exclusive
+-- publication lock is taken, so the lock is held only for the checks against stored state and the
+-- writes the revision makes visible: readers and resolvers queue behind a publication for
+-- milliseconds, not for the seconds a 4 MiB manifest takes to canonicalize and store.
 CREATE FUNCTION aip_publish(p_changes jsonb, p_dry_run boolean DEFAULT false) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -114,6 +121,9 @@ DECLARE
   v_versions text[] := '{}';
   v_types text[] := '{}';
   v_report jsonb;
+  -- What a lock wait that runs out was waiting for: a content row another publication is storing,
+  -- the catalog lock, or a record under it.
+  v_waiting text;
   v_state text;
   v_message text;
   v_detail text;
@@ -130,7 +140,14 @@ BEGIN
       v_prepared := v_prepared || aip_pub_prepare(v_change);
     END LOOP;
     v_index := -1;
+    -- Content-addressed rows (manifests, capability definitions) are written before the exclusive
+    -- lock, in this transaction (22_publish_versions.sql): only what the revision makes visible is
+    -- written under it.
+    v_waiting := 'content';
+    v_prepared := aip_pub_store_versions(v_prepared);
+    v_waiting := 'catalog';
     v_revision := aip_catalog_revision_exclusive();
+    v_waiting := 'record';
     FOREACH v_change IN ARRAY v_prepared LOOP
       v_index := v_index + 1;
       v_result := aip_pub_apply(v_change);
@@ -163,6 +180,16 @@ BEGIN
     WHEN SQLSTATE 'ARDRY' THEN
       GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
       RETURN v_detail::json;
+    WHEN lock_not_available OR deadlock_detected THEN
+      -- Contention, not failure: the publication lock held past lock_timeout by catalog reads and
+      -- new routes (or another publication), or a row concurrent work holds.
+      PERFORM aip_fail('busy',
+        CASE v_waiting
+          WHEN 'catalog' THEN 'the catalog publication lock stayed busy (catalog reads, new routes or another publication); nothing was published, retry'
+          WHEN 'content' THEN 'a concurrent publication is storing the same manifest or capability definition; nothing was published, retry'
+          ELSE format('changes[%s] waited too long for a record held by concurrent work (a replica busy with routing, or another publication); nothing was published, retry', v_index) END,
+        jsonb_build_object('retry_after_ms', aip_retry_after_later_ms())
+        || CASE WHEN v_waiting = 'record' THEN jsonb_build_object('change_index', v_index) ELSE '{}'::jsonb END);
     WHEN OTHERS THEN
       -- Name the failing change; everything before it is rolled back with the statement.
       GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;

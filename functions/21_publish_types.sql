@@ -1,5 +1,7 @@
 -- Publication of connector types (20_publish.sql runs the batch): id, name and owner are fixed,
--- enabled moves.
+-- enabled moves only through set_connector_type_enabled. A re-put is compared on every field it
+-- states: exactly as stored it is unchanged; anything else, enabled included, is a conflict naming
+-- the field (the reference's rule: a GitOps loop re-applying an old file must not disable a type).
 
 CREATE FUNCTION aip_prep_put_connector_type(p jsonb) RETURNS jsonb
 LANGUAGE sql IMMUTABLE AS $$
@@ -8,7 +10,8 @@ LANGUAGE sql IMMUTABLE AS $$
     'name', aip_read_text(p, 'name', true, aip_text_bytes_connector_type_name()),
     'owner', aip_read_text(p, 'owner', true, aip_text_bytes_connector_type_owner()),
     'enabled', aip_read_bool(p, 'enabled', true),
-    -- `enabled` moves only when a re-put states it; an absent or null flag keeps the stored one.
+    -- A new type is enabled unless the put says otherwise; a re-put without the flag states
+    -- nothing about it.
     'enabled_stated', jsonb_typeof(p -> 'enabled') = 'boolean')
 $$;
 
@@ -18,6 +21,7 @@ DECLARE
   v aip_connector_types := jsonb_populate_record(NULL::aip_connector_types, n);
   v_names jsonb := jsonb_build_object('id', v.type_id);
   v_touches jsonb := jsonb_build_object('type', v.type_id);
+  v_field text;
   t aip_connector_types;
 BEGIN
   SELECT * INTO t FROM aip_connector_types WHERE type_id = v.type_id FOR UPDATE;
@@ -27,13 +31,18 @@ BEGIN
     INSERT INTO aip_connector_types VALUES (v.*);
     RETURN aip_pub_result('created', v_names, v_touches);
   END IF;
-  IF t.name <> v.name OR t.owner <> v.owner THEN
-    PERFORM aip_fail('conflict', format('connector type `%s` already exists with another name or owner', v.type_id),
-                     jsonb_build_object('connector_type_id', v.type_id));
+  v_field := CASE
+    WHEN t.name <> v.name THEN 'name'
+    WHEN t.owner <> v.owner THEN 'owner'
+    WHEN (n ->> 'enabled_stated')::boolean AND t.enabled <> v.enabled THEN 'enabled' END;
+  IF v_field = 'enabled' THEN
+    PERFORM aip_fail('conflict', format('connector type `%s` is %s: enablement moves only through set_connector_type_enabled',
+                                        v.type_id, CASE WHEN t.enabled THEN 'enabled' ELSE 'disabled' END),
+                     jsonb_build_object('connector_type_id', v.type_id, 'field', v_field));
   END IF;
-  IF (n ->> 'enabled_stated')::boolean AND t.enabled <> v.enabled THEN
-    UPDATE aip_connector_types SET enabled = v.enabled, updated_at = now() WHERE type_id = v.type_id;
-    RETURN aip_pub_result('updated', v_names, v_touches);
+  IF v_field IS NOT NULL THEN
+    PERFORM aip_fail('conflict', format('connector type `%s` already exists with another %s', v.type_id, v_field),
+                     jsonb_build_object('connector_type_id', v.type_id, 'field', v_field));
   END IF;
   RETURN aip_pub_result('unchanged', v_names, v_touches);
 END

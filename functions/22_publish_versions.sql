@@ -1,7 +1,8 @@
 -- Publication of connector versions (20_publish.sql runs the batch): admission with its
 -- supply-chain evidence and manifest checks, status moves and qualification. Everything a version
--- was admitted with is fixed; status moves admitted <-> active and any -> revoked, never back
--- from revoked; qualification is revoked and restored by operators.
+-- was admitted with is fixed, its initial status included (a re-admission stating another one is
+-- a conflict); status moves through set_version_status only: admitted <-> active and any ->
+-- revoked, never back from revoked; qualification is revoked and restored by operators.
 
 CREATE FUNCTION aip_version_transition(v aip_connector_versions, p_status text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -247,7 +248,7 @@ DECLARE
   v_id text := aip_read_text(p, 'id');
   v_type_id text := aip_read_text(p, 'connector_type_id');
   v_version text := aip_read_text(p, 'version', true, aip_text_bytes_version());
-  -- Optional: a new version defaults to admitted, a re-put without status keeps the stored one.
+  -- Optional: a new version defaults to admitted; a re-put without status states nothing about it.
   v_status text := nullif(aip_read_enum(p, 'status', aip_version_statuses(), ''), '');
   v_manifest jsonb := p -> 'manifest';
   v_manifest_digest text := aip_check_digest('manifest_digest', aip_read_text(p, 'manifest_digest', true, aip_text_bytes_digest()));
@@ -373,6 +374,86 @@ BEGIN
 END
 $$;
 
+-- The first field, by its name in admit_version, in which a re-put version p differs from the
+-- stored one, or NULL when it is the same: its identity, its content (a manifest is its verified
+-- digest), then its status when p states one. Attestation and implementation claims are named
+-- down to the member that differs.
+CREATE FUNCTION aip_version_difference(v aip_connector_versions, p aip_connector_versions) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN v.type_id <> p.type_id THEN 'connector_type_id'
+    WHEN v.version <> p.version THEN 'version'
+    WHEN v.manifest_digest <> p.manifest_digest THEN 'manifest_digest'
+    WHEN v.attestation <> p.attestation THEN
+      (SELECT 'attestation.' || k FROM (SELECT jsonb_object_keys(v.attestation) UNION SELECT jsonb_object_keys(p.attestation)) x(k)
+       WHERE (v.attestation -> k) IS DISTINCT FROM (p.attestation -> k) ORDER BY k LIMIT 1)
+    WHEN v.implementation_support <> p.implementation_support THEN
+      (SELECT 'implementation_support.' || k
+       FROM (SELECT jsonb_object_keys(v.implementation_support) UNION SELECT jsonb_object_keys(p.implementation_support)) x(k)
+       WHERE (v.implementation_support -> k) IS DISTINCT FROM (p.implementation_support -> k) ORDER BY k LIMIT 1)
+    WHEN p.status IS NOT NULL AND p.status <> v.status THEN 'status'
+  END
+$$;
+
+-- Content-addressed rows, before the exclusive publication lock ---------------------------------
+-- A version's manifest (aip_manifests, keyed by its digest) and its capability definitions (keyed
+-- by capability ID, one contract per ID forever) are immutable: whatever is stored under a key is,
+-- or must be, exactly what a change brings, so writing them needs no lock, and aip_publish writes
+-- them before it takes the exclusive one. Under the lock only the rows a revision makes visible are
+-- written (the version, its capability and profile rows, the live chains): readers and resolvers
+-- queue behind those, not behind megabytes of manifest.
+--
+-- Why this is safe:
+-- - Nothing is visible early. The rows are this statement's own until it commits, with the
+--   revision; and readers reach a definition or manifest only through a version that references it.
+-- - Nothing is left behind. They belong to the publication's transaction: a batch refused after
+--   them (under the lock, or a dry run) rolls them back with everything else. No orphan survives.
+-- - A conflicting contract is still refused. ON CONFLICT DO NOTHING keeps what is stored; if that
+--   is another contract under the same capability ID, the check under the lock sees it (by
+--   contract digest: equal digests are equal canonical contracts) and refuses the version.
+-- - Two publications bringing the same key at once: the second waits at its insert for the first
+--   to commit or roll back (before either holds the publication lock), then finds the committed row
+--   or inserts its own. Keys are inserted in one global order (manifests, then definitions, each by
+--   key), so two such waits cannot form a cycle; a wait past lock_timeout is `busy`.
+--
+-- Returns the changes with what the apply step no longer needs (the manifest, each definition's
+-- capability document) left out, so that it does not copy megabytes under the lock either.
+CREATE FUNCTION aip_pub_store_versions(p_changes jsonb[]) RETURNS jsonb[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_out jsonb[] := '{}';
+  c jsonb;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM unnest(p_changes) x(c) WHERE x.c ->> 'op' = 'admit_version') THEN
+    RETURN p_changes;
+  END IF;
+  INSERT INTO aip_manifests (manifest_digest, manifest)
+  SELECT DISTINCT ON (x.c ->> 'manifest_digest') x.c ->> 'manifest_digest', x.c -> 'manifest'
+  FROM unnest(p_changes) WITH ORDINALITY AS x(c, n)
+  WHERE x.c ->> 'op' = 'admit_version'
+  ORDER BY x.c ->> 'manifest_digest', x.n
+  ON CONFLICT (manifest_digest) DO NOTHING;
+  -- The first of a batch's changes to bring a capability ID is the one stored, as when the changes
+  -- were applied in order; a later one with another contract is refused under the lock.
+  INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
+  SELECT DISTINCT ON (e ->> 'id') e ->> 'id', e ->> 'contract_digest', e ->> 'schema_digest', e -> 'capability', (e ->> 'bytes')::integer,
+         lower(concat_ws(' ', e ->> 'id', e #>> '{capability,name}', e #>> '{capability,description}'))
+  FROM unnest(p_changes) WITH ORDINALITY AS x(c, n), jsonb_array_elements(x.c -> 'definitions') e
+  WHERE x.c ->> 'op' = 'admit_version'
+  ORDER BY e ->> 'id', x.n
+  ON CONFLICT (capability_id) DO NOTHING;
+  FOREACH c IN ARRAY p_changes LOOP
+    IF c ->> 'op' = 'admit_version' THEN
+      c := (c - 'manifest') || jsonb_build_object('definitions',
+             (SELECT coalesce(jsonb_agg(jsonb_build_object('id', e ->> 'id', 'contract_digest', e ->> 'contract_digest') ORDER BY e.n), '[]'::jsonb)
+              FROM jsonb_array_elements(c -> 'definitions') WITH ORDINALITY AS e(e, n)));
+    END IF;
+    v_out := v_out || c;
+  END LOOP;
+  RETURN v_out;
+END
+$$;
+
 CREATE FUNCTION aip_pub_admit_version(n jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -382,16 +463,22 @@ DECLARE
   v_existing aip_connector_versions;
   v_other text;
 BEGIN
-  -- An identical re-put is a no-op (or a status move) whatever has happened to its type since,
-  -- so the stored version is looked at first.
+  -- A re-put is compared with the stored version whatever has happened to its type since: exactly
+  -- as stored it is unchanged, anything else is a conflict naming the first field that differs.
+  -- Status included (when the put states one): it moves only through set_version_status, so a
+  -- GitOps loop re-applying a version's original admission cannot demote or revive it.
   SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v.version_id FOR UPDATE;
   IF FOUND THEN
-    -- The same admitted content: the record's status is the only thing a re-put may move (and
-    -- its qualification is the operators' since admission).
-    IF jsonb_populate_record(v_existing, n - 'status' - 'supply_chain_qualified') <> v_existing THEN
-      PERFORM aip_fail('conflict', format('connector version `%s` is immutable', v.version_id), jsonb_build_object('version_id', v.version_id));
+    v_other := aip_version_difference(v_existing, v);
+    IF v_other = 'status' THEN
+      PERFORM aip_fail('conflict', format('connector version `%s` is %s: its status moves only through set_version_status', v.version_id, v_existing.status),
+                       jsonb_build_object('version_id', v.version_id, 'field', v_other));
     END IF;
-    RETURN aip_pub_version_result(aip_version_transition(v_existing, coalesce(v.status, v_existing.status)), v.version_id);
+    IF v_other IS NOT NULL THEN
+      PERFORM aip_fail('conflict', format('connector version `%s` is immutable: its %s differs', v.version_id, v_other),
+                       jsonb_build_object('version_id', v.version_id, 'field', v_other));
+    END IF;
+    RETURN aip_pub_version_result('unchanged', v.version_id);
   END IF;
 
   SELECT * INTO v_type FROM aip_connector_types WHERE type_id = v.type_id;
@@ -416,10 +503,12 @@ BEGIN
     PERFORM aip_fail('conflict', format('connector type `%s` already has version `%s` as `%s`', v.type_id, v.version, v_other),
                      jsonb_build_object('version_id', v_other));
   END IF;
+  -- The definitions and the manifest are stored already (aip_pub_store_versions, before the lock):
+  -- each stored definition is this version's contract, or another one that was there first.
   SELECT d.capability_id INTO v_other
   FROM jsonb_array_elements(v_defs) e
   JOIN aip_capability_definitions d ON d.capability_id = e ->> 'id'
-  WHERE d.contract_digest <> e ->> 'contract_digest' OR d.capability <> e -> 'capability'
+  WHERE d.contract_digest <> e ->> 'contract_digest'
   LIMIT 1;
   IF FOUND THEN
     PERFORM aip_fail('conflict', format('capability `%s` has another admitted contract digest', v_other),
@@ -430,11 +519,6 @@ BEGIN
   v.admitted_at := now();
   v.updated_at := now();
   INSERT INTO aip_connector_versions VALUES (v.*);
-  INSERT INTO aip_capability_definitions (capability_id, contract_digest, schema_digest, capability, definition_bytes, search_text)
-  SELECT e ->> 'id', e ->> 'contract_digest', e ->> 'schema_digest', e -> 'capability', (e ->> 'bytes')::integer,
-         lower(concat_ws(' ', e ->> 'id', e #>> '{capability,name}', e #>> '{capability,description}'))
-  FROM jsonb_array_elements(v_defs) e
-  ON CONFLICT (capability_id) DO NOTHING;
   INSERT INTO aip_version_capabilities (version_id, capability_id)
   SELECT v.version_id, e ->> 'id' FROM jsonb_array_elements(v_defs) e;
   INSERT INTO aip_version_profiles (version_id, profile_id)
@@ -464,9 +548,11 @@ DECLARE
   v_message text;
   v_detail text;
   v_problem jsonb;
+  v_manifest jsonb;
 BEGIN
   PERFORM aip_check_attestation(v.attestation);
-  PERFORM aip_check_evidence(v.manifest, v.attestation, v.implementation_support, aip_canonical_schemas(v.manifest -> 'capabilities'));
+  SELECT m.manifest INTO v_manifest FROM aip_manifests m WHERE m.manifest_digest = v.manifest_digest;
+  PERFORM aip_check_evidence(v_manifest, v.attestation, v.implementation_support, aip_canonical_schemas(v_manifest -> 'capabilities'));
 EXCEPTION WHEN OTHERS THEN
   GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
   IF v_state <> aip_problem_sqlstate() THEN

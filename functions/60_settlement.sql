@@ -14,6 +14,11 @@
 -- reserved on an offline replica. Once the replica is ours, the route is released only if it is
 -- still reserved: a releaser that got there first already settled it as lease_expired, and this
 -- call is then the idempotent repeat.
+--
+-- Contention is not a failure: a wait that runs out of lock_timeout (the action held by a
+-- concurrent resolve or settle of it, the replica row by routing or a lifecycle call, a counter by
+-- its scope's other work) is answered busy with retry guidance, and nothing was released; the
+-- settlement is safe to repeat.
 
 -- Entry point (data role). Returns {action_id, released, last_settlement}. Every statement it
 -- runs, its helpers' included, is a key lookup whose plan does not depend on the values:
@@ -30,6 +35,8 @@ DECLARE
   v_now timestamptz;
   v_threshold integer;
   v_open_ms integer;
+  -- What a lock wait that runs out was waiting for (see the exception handler).
+  v_waiting text;
 BEGIN
   IF nullif(btrim(p_tenant_id), '') IS NULL THEN
     PERFORM aip_invalid_field('tenant_id', 'must be a verified, non-empty tenant');
@@ -40,57 +47,73 @@ BEGIN
   IF p_assignment IS NULL OR jsonb_typeof(p_assignment) <> 'object' THEN
     PERFORM aip_invalid_field('assignment', 'must be the RouteAssignment object');
   END IF;
-  PERFORM aip_lock_action(p_action_id);
-  SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id;
-  -- Another tenant's action is indistinguishable from a missing one.
-  IF NOT FOUND OR a.tenant_id IS DISTINCT FROM p_tenant_id THEN
-    PERFORM aip_fail('not-found', format('route for action `%s` was not found', p_action_id),
-                     jsonb_build_object('action_id', p_action_id));
-  END IF;
-  IF aip_assignment_json(a)::jsonb <> p_assignment THEN
-    PERFORM aip_fail('fence-lost', 'route assignment fencing failed: the presented assignment differs from the pinned route',
-                     jsonb_build_object('action_id', p_action_id));
-  END IF;
-  IF NOT a.reserved THEN
-    RETURN json_build_object('action_id', a.action_id, 'released', false, 'last_settlement', a.last_settlement);
-  END IF;
+  BEGIN
+    v_waiting := 'action';
+    PERFORM aip_lock_action(p_action_id);
+    v_waiting := NULL;
+    SELECT * INTO a FROM aip_route_assignments WHERE action_id = p_action_id;
+    -- Another tenant's action is indistinguishable from a missing one.
+    IF NOT FOUND OR a.tenant_id IS DISTINCT FROM p_tenant_id THEN
+      PERFORM aip_fail('not-found', format('route for action `%s` was not found', p_action_id),
+                       jsonb_build_object('action_id', p_action_id));
+    END IF;
+    IF aip_assignment_json(a)::jsonb <> p_assignment THEN
+      PERFORM aip_fail('fence-lost', 'route assignment fencing failed: the presented assignment differs from the pinned route',
+                       jsonb_build_object('action_id', p_action_id));
+    END IF;
+    IF NOT a.reserved THEN
+      RETURN json_build_object('action_id', a.action_id, 'released', false, 'last_settlement', a.last_settlement);
+    END IF;
 
-  -- Lock order: the replica first (see admission.sql). Then the route, released only if no
-  -- releaser got to it while this call waited for the replica.
-  PERFORM 1 FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR NO KEY UPDATE;
-  v_now := aip_now();
-  UPDATE aip_route_assignments
-  SET reserved = false, retry = false, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
-  WHERE action_id = p_action_id AND reserved;
-  IF NOT FOUND THEN
-    RETURN json_build_object('action_id', a.action_id, 'released', false,
-                             'last_settlement', (SELECT x.last_settlement FROM aip_route_assignments x WHERE x.action_id = p_action_id));
-  END IF;
+    -- Lock order: the replica first (see admission.sql). Then the route, released only if no
+    -- releaser got to it while this call waited for the replica.
+    v_waiting := 'replica';
+    PERFORM 1 FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR NO KEY UPDATE;
+    v_waiting := NULL;
+    v_now := aip_now();
+    UPDATE aip_route_assignments
+    SET reserved = false, retry = false, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
+    WHERE action_id = p_action_id AND reserved;
+    IF NOT FOUND THEN
+      RETURN json_build_object('action_id', a.action_id, 'released', false,
+                               'last_settlement', (SELECT x.last_settlement FROM aip_route_assignments x WHERE x.action_id = p_action_id));
+    END IF;
 
-  v_threshold := a.admission_circuit_failure_threshold;
-  v_open_ms := a.admission_circuit_open_ms;
-  -- The circuit uses the thresholds pinned in the route, not the policy's current ones.
-  UPDATE aip_connector_replicas
-  SET active_assignments = active_assignments - 1,
-      consecutive_failures = CASE
-        WHEN p_outcome = 'completed' THEN 0
-        WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 THEN consecutive_failures + 1
-        ELSE consecutive_failures END,
-      circuit_open_until = CASE
-        WHEN p_outcome = 'completed' THEN '-infinity'::timestamptz
-        WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 AND consecutive_failures + 1 >= v_threshold
-          THEN greatest(circuit_open_until, v_now + v_open_ms * interval '1 millisecond')
-        ELSE circuit_open_until END
-  WHERE replica_id = a.replica_id AND active_assignments > 0;
-  IF NOT FOUND THEN
-    -- A reserved route always holds one of its replica's slots; anything else is corrupted
-    -- bookkeeping, refused like a counter underflow rather than hidden by clamping at zero.
-    PERFORM aip_fail('fence-lost', format('replica `%s` of the pinned route holds no reservation to release', a.replica_id),
-                     jsonb_build_object('action_id', p_action_id));
-  END IF;
-  -- The scopes read above are still the route's: only resolve (serialized by the action lock)
-  -- and the releasers (excluded by the update just made) ever change them.
-  PERFORM aip_release_scopes(aip_held_scopes(a));
-  RETURN json_build_object('action_id', a.action_id, 'released', true, 'last_settlement', p_outcome);
+    v_threshold := a.admission_circuit_failure_threshold;
+    v_open_ms := a.admission_circuit_open_ms;
+    -- The circuit uses the thresholds pinned in the route, not the policy's current ones.
+    UPDATE aip_connector_replicas
+    SET active_assignments = active_assignments - 1,
+        consecutive_failures = CASE
+          WHEN p_outcome = 'completed' THEN 0
+          WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 THEN consecutive_failures + 1
+          ELSE consecutive_failures END,
+        circuit_open_until = CASE
+          WHEN p_outcome = 'completed' THEN '-infinity'::timestamptz
+          WHEN p_outcome = 'outcome_unknown' AND v_threshold > 0 AND consecutive_failures + 1 >= v_threshold
+            THEN greatest(circuit_open_until, v_now + v_open_ms * interval '1 millisecond')
+          ELSE circuit_open_until END
+    WHERE replica_id = a.replica_id AND active_assignments > 0;
+    IF NOT FOUND THEN
+      -- A reserved route always holds one of its replica's slots; anything else is corrupted
+      -- bookkeeping, refused like a counter underflow rather than hidden by clamping at zero.
+      PERFORM aip_fail('fence-lost', format('replica `%s` of the pinned route holds no reservation to release', a.replica_id),
+                       jsonb_build_object('action_id', p_action_id));
+    END IF;
+    -- The scopes read above are still the route's: only resolve (serialized by the action lock)
+    -- and the releasers (excluded by the update just made) ever change them.
+    v_waiting := 'counter';
+    PERFORM aip_release_scopes(aip_held_scopes(a));
+    RETURN json_build_object('action_id', a.action_id, 'released', true, 'last_settlement', p_outcome);
+  EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+    PERFORM aip_fail('busy',
+      format('settlement of action `%s` waited too long for %s; nothing was released, retry', p_action_id,
+             CASE v_waiting
+               WHEN 'action' THEN 'another request for the same action'
+               WHEN 'replica' THEN format('its replica `%s`, busy with other routes', a.replica_id)
+               WHEN 'counter' THEN 'an admission counter busy with other routes'
+               ELSE 'a row held by concurrent work' END),
+      jsonb_build_object('action_id', p_action_id, 'retry_after_ms', aip_retry_after_soon_ms()));
+  END;
 END
 $$;

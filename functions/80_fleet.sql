@@ -12,9 +12,10 @@
 -- batches (SKIP LOCKED, re-checked against the latest committed row, so a replica a finished run
 -- already took is not taken again), and a replica a settlement or lifecycle call holds is left
 -- for the next run (it stays in next_deadline). The routes of the replicas taken are all
--- released: whoever locks a route locks its replica first (see admission.sql). Routing already
--- ignores an expired lease, so running this late never routes to a dead host; it only returns
--- capacity.
+-- released: whoever locks a route locks its replica first (see admission.sql), so a wait for them
+-- is short; one that outlasts lock_timeout (a route or counter busy with settlement or routing)
+-- is answered busy with retry guidance and releases nothing. Routing already ignores an expired
+-- lease, so running this late never routes to a dead host; it only returns capacity.
 CREATE FUNCTION aip_expire_leases(p_limit integer) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -35,18 +36,25 @@ BEGIN
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED) s;
   IF cardinality(v_ids) > 0 THEN
-    -- The host's replay record goes with the state it answered for (see replicas.sql).
-    WITH released AS (SELECT * FROM aip_release_replica_routes(v_ids, v_now)),
-    expired AS (
-      UPDATE aip_connector_replicas r
-      SET status = 'offline', lease_expires_at = least(r.lease_expires_at, v_now), health_revision = r.health_revision + 1,
-          active_assignments = r.active_assignments - coalesce(x.released, 0),
-          last_request_id = NULL, last_request = NULL, last_response = NULL, updated_at = v_now
-      FROM unnest(v_ids) AS ids(replica_id)
-      LEFT JOIN released x ON x.replica_id = ids.replica_id
-      WHERE r.replica_id = ids.replica_id
-      RETURNING x.released)
-    SELECT coalesce(sum(e.released), 0) INTO v_released FROM expired e;
+    BEGIN
+      -- The host's replay record goes with the state it answered for (see replicas.sql).
+      WITH released AS (SELECT * FROM aip_release_replica_routes(v_ids, v_now)),
+      expired AS (
+        UPDATE aip_connector_replicas r
+        SET status = 'offline', lease_expires_at = least(r.lease_expires_at, v_now), health_revision = r.health_revision + 1,
+            active_assignments = r.active_assignments - coalesce(x.released, 0),
+            last_request_id = NULL, last_request = NULL, last_response = NULL, updated_at = v_now
+        FROM unnest(v_ids) AS ids(replica_id)
+        LEFT JOIN released x ON x.replica_id = ids.replica_id
+        WHERE r.replica_id = ids.replica_id
+        RETURNING x.released)
+      SELECT coalesce(sum(e.released), 0) INTO v_released FROM expired e;
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+      PERFORM aip_fail('busy',
+        format('lease expiry waited too long for the reserved routes of %s expired replicas and their admission counters; nothing was released, retry',
+               cardinality(v_ids)),
+        jsonb_build_object('retry_after_ms', aip_retry_after_soon_ms()));
+    END;
   END IF;
   SELECT min(r.lease_expires_at) INTO v_next FROM aip_connector_replicas r WHERE r.status <> 'offline';
   RETURN json_build_object('expired', cardinality(v_ids), 'released', v_released, 'next_deadline', aip_time(v_next));

@@ -71,6 +71,12 @@ export interface AppOptions {
    */
   compressor?: Compressor;
   /**
+   * ALLOW_REGISTRATION_WITHOUT_EVIDENCE: accept a replica registration that states none of the
+   * evidence of what its host runs (default false: every registration must prove it). A
+   * migration setting for hosts that predate the check.
+   */
+  allowRegistrationWithoutEvidence?: boolean;
+  /**
    * Where the /docs page loads Swagger UI from: `bundled` (default) from this server, which serves
    * the installed package's files (Node); `cdn` from the pinned jsDelivr URLs (the Worker).
    */
@@ -116,7 +122,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerOpsRoutes(app, registry, options.compressor);
   registerCatalogRoutes(app, new CatalogServer(registry, { ...options.catalog, ...(options.compressor ? { compressor: options.compressor } : {}) }));
   registerRoutingRoutes(app, registry);
-  registerReplicaRoutes(app, registry, options.onLease);
+  registerReplicaRoutes(app, registry, {
+    onLease: options.onLease,
+    lifecycle: { evidenceOptional: options.allowRegistrationWithoutEvidence ?? false },
+  });
   registerReaderRoutes(app, registry);
   registerAdminRoutes(app, registry);
   registerRouteExportRoutes(app, registry);

@@ -4,7 +4,8 @@
  *
  * Transport per command: `migrate` talks SQL (it must: a Worker never migrates); `serve` starts
  * the Node server; `apply`, `status`, `doctor`, `expire-leases` and `routes` talk to the HTTP API
- * (--url, --token) or, with --database-url, call the same SQL functions directly; `token` is local.
+ * (--url, --token) or, with --database-url, call the same SQL functions directly; `token` and
+ * `registration` are local.
  * Results go to stdout, progress and errors to stderr. Exit codes: 0 ok, 1 refused or unhealthy,
  * 2 usage or invalid input, 3 registry unavailable (retry).
  */
@@ -99,6 +100,15 @@ const COMMANDS: Record<string, Command> = {
     options: HTTP,
     run: async (ctx) => (await import("./cli/fleet.js")).doctor(ctx),
   },
+  registration: {
+    summary: "Print the register body a replica's host sends, as a fleet file admits it (local)",
+    usage:
+      "registration -f FILE REPLICA_ID [--request-id ID] [--lease-ttl-ms N]\n" +
+      "  The artifact and manifest digests of the replica's version, its instance's config_revision and the version's\n" +
+      "  capability count: what the registry checks at register. The registry is not contacted.",
+    options: { file: { type: "string", short: "f" }, "request-id": { type: "string" }, "lease-ttl-ms": { type: "string" } },
+    run: async (ctx) => (await import("./cli/registration.js")).registration(ctx),
+  },
   token: {
     summary: "Mint a development token (HS256, the server's secret)",
     usage:
@@ -168,7 +178,7 @@ function report(thrown: unknown, io: Io): number {
     // An admission refusal names its field, and for a digest the one the registry computed.
     const named = ["field", "computed"].filter((key) => typeof extensions[key] === "string").map((key) => `${key}: ${String(extensions[key])}`);
     print(`${code}: ${detail}`, [...fields.map((f) => `${f.field}: ${f.message}`), ...named]);
-    return code === "storage" || /^http-50[234]$/.test(code) ? EXIT.unavailable : EXIT.failed;
+    return code === "storage" || code === "busy" || /^http-50[234]$/.test(code) ? EXIT.unavailable : EXIT.failed;
   }
   if (error instanceof MigrationError) {
     print(error.message);

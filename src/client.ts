@@ -169,6 +169,11 @@ export class RegistryClient {
   }
 
   // Connector hosts -----------------------------------------------------------------------------
+  /**
+   * `register` states what the host runs (`artifact_digest`, `manifest_digest`, `config_revision`,
+   * `capability_count`): the registry refuses it with `admission` naming the field unless each is
+   * the replica's admitted version's and instance's. Heartbeat, drain and offline state none of it.
+   */
   async replicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest): Promise<LifecycleResponse> {
     return this.json("POST", `/v1/replicas/${enc(replicaId)}/${operation}`, { body: request });
   }

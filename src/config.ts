@@ -74,6 +74,13 @@ export const ConfigSchema = z.object({
     .optional()
     .transform((v) => v ?? ".data"),
   MIGRATE_ON_START: flag(true),
+  /**
+   * Accept a replica registration that states none of the evidence of what its host runs
+   * (artifact and manifest digests, configuration revision, capability count). Off: every
+   * registration must prove it. Only for migrating hosts that predate the check; a registration
+   * that states any of it must state and prove all of it either way.
+   */
+  ALLOW_REGISTRATION_WITHOUT_EVIDENCE: flag(false),
   DB_POOL_MAX: bounded(L.DB_POOL_MAX),
   /** 0 sends no statement_timeout (poolers refuse startup parameters: set it on the login role). */
   DB_STATEMENT_TIMEOUT_MS: bounded(L.DB_STATEMENT_TIMEOUT_MS),

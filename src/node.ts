@@ -361,6 +361,7 @@ export async function startServer(
         }
       : {}),
     ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
+    allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
     ...(retention ? { routeRetention: retention } : {}),
   });
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));

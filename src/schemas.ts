@@ -15,6 +15,7 @@ import {
   JSON_DEPTH_MAX,
   JSON_INTEGER_MAX,
   LEASE_TTL_MS,
+  MANIFEST_CAPABILITIES,
   PUBLICATION_CHANGES,
   type PageBound,
   REPLICA_CAPACITY,
@@ -163,6 +164,7 @@ export const Problem = z
     instance_id: z.string().optional(),
     tenant_id: z.string().optional(),
     capability_id: z.string().optional(),
+    field: z.string().optional().openapi({ description: "`admission` and `conflict`: the refused field, e.g. `attestation.owner` or `status`." }),
   })
   .passthrough()
   .openapi("Problem");
@@ -443,9 +445,30 @@ export const LifecycleRequest = z
       .max(LEASE_TTL_MS.max)
       .optional()
       .openapi({ description: `Lease length, counted from the database clock; default ${LEASE_TTL_MS.default}. Ignored by offline.` }),
+    // Registration evidence: what the host runs, proven at register (and stated by register only).
+    artifact_digest: Digest.optional().openapi({
+      description: "register: the digest of the artifact the host runs; must be the replica's admitted version's `attestation.artifact_digest`.",
+    }),
+    manifest_digest: Digest.optional().openapi({ description: "register: the digest of the manifest the host loaded; must be the admitted version's." }),
+    config_revision: Revision.optional().openapi({
+      description: "register: the `config_revision` of the instance configuration the host loaded; must be the instance's current one.",
+    }),
+    capability_count: z
+      .number()
+      .int()
+      .min(0)
+      .max(MANIFEST_CAPABILITIES.max)
+      .optional()
+      .openapi({ description: "register: how many capabilities the host serves; must be the admitted manifest's count." }),
   })
   .strict()
-  .openapi("LifecycleRequest", { example: { request_id: "msg_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", previous_sequence: 3, lease_ttl_ms: 30000 } });
+  .openapi("LifecycleRequest", {
+    description:
+      "`register` must state `artifact_digest`, `manifest_digest`, `config_revision` and `capability_count`, which must equal the replica's " +
+      "admitted version and its instance (else 422 `admission` naming the `field`; only with ALLOW_REGISTRATION_WITHOUT_EVIDENCE may it " +
+      "state none of them); heartbeat, drain and offline state none of them (400).",
+    example: { request_id: "msg_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", previous_sequence: 3, lease_ttl_ms: 30000 },
+  });
 
 export const LifecycleResponse = z
   .object({
@@ -516,7 +539,14 @@ export const Change = z
         id: Id(),
         name: Id(TEXT_BYTES.connector_type_name),
         owner: Id(TEXT_BYTES.connector_type_owner),
-        enabled: z.boolean().optional(),
+        enabled: z
+          .boolean()
+          .optional()
+          .openapi({
+            description:
+              "A new type's initial state (default true). On a re-put, another value than the stored one is a 409 `conflict`: " +
+              "enablement moves only through `set_connector_type_enabled`.",
+          }),
       })
       .strict(),
     z.object({ op: z.literal("set_connector_type_enabled"), id: Id(), enabled: z.boolean() }).strict(),
@@ -526,7 +556,14 @@ export const Change = z
         id: Id(),
         connector_type_id: Id(),
         version: Id(TEXT_BYTES.version),
-        status: z.enum(VERSION_STATUSES).optional(),
+        status: z
+          .enum(VERSION_STATUSES)
+          .optional()
+          .openapi({
+            description:
+              "A new version's initial status (default `admitted`; never `candidate`). On a re-admission, another value than the stored " +
+              "one is a 409 `conflict`: status moves only through `set_version_status`.",
+          }),
         manifest: Manifest,
         manifest_digest: Digest,
         attestation: Attestation,

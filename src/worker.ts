@@ -75,6 +75,7 @@ export interface WorkerEnv {
   CATALOG_CACHE?: string;
   CATALOG_MAX_STALENESS_MS?: string;
   LEASE_MAINTENANCE_INTERVAL_MS?: string;
+  ALLOW_REGISTRATION_WITHOUT_EVIDENCE?: string;
   ROUTE_RETENTION_DAYS?: string;
   ROUTE_RETENTION_REQUIRE_EXPORT?: string;
   NEON_HTTP_TIMEOUT_MS?: string;
@@ -110,6 +111,7 @@ const WorkerConfigSchema = ConfigSchema.pick({
   CATALOG_DATABASE_URL: true,
   CATALOG_MAX_STALENESS_MS: true,
   LEASE_MAINTENANCE_INTERVAL_MS: true,
+  ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,
   ROUTE_RETENTION_DAYS: true,
   ROUTE_RETENTION_REQUIRE_EXPORT: true,
 })
@@ -197,6 +199,7 @@ class WorkerRuntime implements ClockHost {
         confirmed: this.confirmedRevision,
       },
       ...(this.notifier ? { onLease: this.notifier.notify } : {}),
+      allowRegistrationWithoutEvidence: this.config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
       ...(this.retention ? { routeRetention: this.retention } : {}),
       // The Swagger UI files would triple the bundle: /docs loads them, pinned, from the CDN.
       docsAssets: "cdn",

@@ -22,6 +22,8 @@ export interface LoadOptions {
   durationMs: number;
   /** Stop after this many operations were started, even before the deadline. */
   maxOps?: number;
+  /** Stop starting operations once this says so, even before the deadline. */
+  until?: () => boolean;
 }
 
 /**
@@ -46,7 +48,7 @@ export async function closedLoop(options: LoadOptions, op: Operation): Promise<M
   const deadline = begin + options.durationMs;
 
   const worker = async (id: number) => {
-    while (started < maxOps && performance.now() < deadline) {
+    while (started < maxOps && performance.now() < deadline && !options.until?.()) {
       const index = started++;
       const t0 = performance.now();
       try {

@@ -51,10 +51,13 @@ manifests AS (
   SELECT t, 'ctype_bench_' || lpad(t::text, 4, '0') AS type_id,
          '{"agent":{"id":"service:ctype_bench_' || lpad(t::text, 4, '0') || '","kind":"service"},"capabilities":['
            || b.caps || '],"manifest_version":"1.0","profiles":["aip.native.http.v1"]}' AS canonical
-  FROM generate_series(0, ${l.types - 1}) t JOIN blocks b ON b.block = t % 10)
-INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest, manifest, attestation, supply_chain_qualified)
+  FROM generate_series(0, ${l.types - 1}) t JOIN blocks b ON b.block = t % 10),
+stored AS (
+  INSERT INTO aip_manifests (manifest_digest, manifest)
+  SELECT aip_sha256(canonical), canonical::jsonb FROM manifests)
+INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest, attestation, supply_chain_qualified)
 SELECT 'cver_bench_' || lpad(t::text, 4, '0'), type_id, '1.0.0', 'active', aip_sha256('artifact:' || type_id),
-       aip_sha256(canonical), canonical::jsonb,
+       aip_sha256(canonical),
        jsonb_build_object(
          'artifact_digest', aip_sha256('artifact:' || type_id), 'sbom_digest', aip_sha256('sbom:' || type_id),
          'provenance_digest', aip_sha256('provenance:' || type_id), 'signature_ref', 'sigstore://rekor/bench',
@@ -193,7 +196,8 @@ export async function verifySeed(session: MigrationSession, l: Layout): Promise<
   const problems = await session.query<{ problem: string }>(`
     SELECT 'version ' || v.version_id || ': manifest_digest differs from aip_canonical_json' AS problem
     FROM (SELECT * FROM aip_connector_versions ORDER BY version_id LIMIT 3) v
-    WHERE aip_sha256(aip_canonical_json(v.manifest)) <> v.manifest_digest
+    JOIN aip_manifests m ON m.manifest_digest = v.manifest_digest
+    WHERE aip_sha256(aip_canonical_json(m.manifest)) <> v.manifest_digest
     UNION ALL
     SELECT 'capability ' || d.capability_id || ': digests or size differ from admission'
     FROM (SELECT * FROM aip_capability_definitions ORDER BY capability_id DESC LIMIT 5) d

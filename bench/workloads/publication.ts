@@ -1,22 +1,36 @@
 /**
- * Routing while large versions are published (issue 13.2): publication canonicalizes and digests
- * a manifest before it takes the exclusive publication lock, so routing only waits for the short
- * write under the lock. Cycles at 16 in flight on the reference fleet, first alone, then while one
- * publisher admits one large version after another (a manifest of about 2.8 MB canonical: 300
- * capabilities, each with 64 nested object properties, the worst case for canonicalization).
- * Reported: the cycles' throughput, p99 and refusals (a `storage` refusal is a lock timeout), and
- * what one publication took.
+ * Readers while large versions are published (issues 13.2 and 24.5). A publication prepares
+ * (canonicalizes, digests) a manifest before it takes the exclusive publication lock; what it does
+ * under the lock, and its commit, is what every catalog read and new route queues behind. Measured
+ * on the reference fleet, first without publications, then while one publisher admits one large
+ * version after another (a manifest of about 3.5 MB: 400 capabilities, each with 55 nested object
+ * properties, the worst case for canonicalization), at the same time:
+ * - resolves: 16 in flight, each a new route (only the resolve is timed; it is then settled);
+ * - catalog reads: 8 in flight, a tenant's first page (limit 50) read in SQL, as every read at
+ *   staleness 0 asks the database under the shared lock.
+ * The second phase lasts until five publications finished (at most two minutes). Reported per
+ * reader: throughput, p99 and the maximum wait (the stall), and refusals (a `busy`, or before
+ * issue 24.4 a `storage`, is a lock timeout); the note gives what one publication took and, from
+ * pg_locks sampled every few milliseconds (bench/lib/publication-lock.ts), how long each held the
+ * exclusive lock and the longest any reader was queued for it: the lock's own share of the
+ * stall, which the client-side maximum mixes with CPU starvation on a busy machine.
  */
 import { connectorType, version } from "../../test/support/fleet.js";
-import type { Recorder } from "../lib/figures.js";
-import type { Layout } from "../lib/layout.js";
+import type { Figure, Recorder } from "../lib/figures.js";
+import { randomRoute, type Layout } from "../lib/layout.js";
+import { closedLoop, type Measurement } from "../lib/load.js";
+import { samplePublicationLock } from "../lib/publication-lock.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { resolveNew, settle } from "./routing.js";
 
-const CAPABILITIES = 300;
-const PROPERTIES = 64;
+const CAPABILITIES = 400;
+const PROPERTIES = 55;
+const RESOLVERS = 16;
+const CATALOG_READERS = 8;
+/** Publications the readers are measured through: each causes one stall. */
+const PUBLICATIONS = 5;
 
-/** A version whose manifest is about 2.8 MB canonical, under distinct capability IDs. */
+/** A version whose manifest is about 3.5 MB of JSON, under distinct capability IDs. */
 async function largeVersion(id: string) {
   const capabilities = Array.from({ length: CAPABILITIES }, (_, i) => ({
     id: `cap:${id}.c${i}`,
@@ -42,13 +56,46 @@ export async function runPublication(
   recorder: Recorder,
   db: BenchDatabase,
   l: Layout,
-  plan: { target: string; concurrency: number; durationMs: number; log: (line: string) => void },
+  plan: { target: string; durationMs: number; log: (line: string) => void },
 ): Promise<void> {
-  const routers = await db.registry(plan.concurrency);
+  const resolvers = await db.registry(RESOLVERS);
+  const readers = await db.registry(CATALOG_READERS);
   const publisher = await db.registry(1);
   try {
-    const op = async () => settle(routers.registry, await resolveNew(routers.registry, l, "pub"));
-    const spec = { suite: "publication", concurrency: plan.concurrency, pool: plan.concurrency, durationMs: plan.durationMs };
+    const resolve = async () => {
+      const started = performance.now();
+      const held = await resolveNew(resolvers.registry, l, "pub");
+      const waited = performance.now() - started;
+      await settle(resolvers.registry, held);
+      return waited;
+    };
+    const read = async () => {
+      await readers.registry.catalogPageText(randomRoute(l).tenant, { limit: 50 }, null);
+    };
+    const both = async (durationMs: number, until?: () => boolean): Promise<{ resolves: Measurement; reads: Measurement }> => {
+      const [resolves, reads] = await Promise.all([
+        closedLoop({ concurrency: RESOLVERS, durationMs, ...(until ? { until } : {}) }, resolve),
+        closedLoop({ concurrency: CATALOG_READERS, durationMs, ...(until ? { until } : {}) }, read),
+      ]);
+      return { resolves, reads };
+    };
+    const record = (phase: string, m: { resolves: Measurement; reads: Measurement }, note?: string): Figure[] =>
+      (
+        [
+          ["resolves", m.resolves, RESOLVERS],
+          ["catalog reads (first page)", m.reads, CATALOG_READERS],
+        ] as const
+      ).map(([what, measurement, pool]) =>
+        recorder.add({
+          ...measurement,
+          suite: "publication",
+          name: `${what}, ${phase}`,
+          target: plan.target,
+          pool,
+          note: `max ${measurement.latency.max.toFixed(0)} ms${note ? `; ${note}` : ""}`,
+        }),
+      );
+
     await publisher.registry.publish([connectorType("ctype_bench_large")]);
     const first = await largeVersion("cver_bench_large_0");
     const aloneStarted = performance.now();
@@ -57,7 +104,9 @@ export async function runPublication(
     plan.log(
       `  large manifest: ${JSON.stringify(first.manifest).length} bytes of JSON, ${CAPABILITIES} capabilities; published alone in ${aloneMs.toFixed(0)} ms`,
     );
-    await recorder.measure(db, plan.target, { ...spec, name: "cycles, no publication" }, op, routers.registry);
+    // Sessions compile and plan on their first calls: not part of either phase.
+    await both(1000);
+    record("no publication", await both(plan.durationMs));
 
     const took: number[] = [];
     let stop = false;
@@ -69,19 +118,28 @@ export async function runPublication(
         took.push(performance.now() - started);
       }
     })();
+    const sampler = await samplePublicationLock(db.server.adminUrl, db.name);
     try {
-      // Long enough for several publications to finish under the load (each takes longer than alone).
-      const durationMs = Math.min(30_000, Math.max(spec.durationMs, 5 * aloneMs));
-      const during = { ...spec, durationMs, name: "cycles while large versions are published", overlapping: true };
-      const figure = await recorder.measure(db, plan.target, during, op, routers.registry);
+      // Until several publications finished under the load (each takes longer than alone: its
+      // canonicalization shares the cores with the readers), at most two minutes.
+      const during = await both(120_000, () => took.length >= PUBLICATIONS);
+      const lock = await sampler.stop();
       const mean = took.reduce((a, b) => a + b, 0) / Math.max(1, took.length);
-      figure.note = `${took.length} publications of a ${CAPABILITIES}-capability manifest finished during the phase, ${mean.toFixed(0)} ms each (${aloneMs.toFixed(0)} ms alone)`;
-      plan.log(`  ${figure.note}`);
+      const holds = [...lock.holdsMs].sort((a, b) => a - b);
+      const note =
+        `${took.length} publications of a ${CAPABILITIES}-capability manifest finished during the phase, ${mean.toFixed(0)} ms each (${aloneMs.toFixed(0)} ms alone); ` +
+        `exclusive lock held ${holds.map((h) => h.toFixed(0)).join(", ")} ms, longest queued reader ${lock.maxWaitMs.toFixed(0)} ms (pg_locks every ${lock.resolutionMs.toFixed(1)} ms)`;
+      record("while large versions are published", during, note);
+      plan.log(
+        `  reader waits while publishing: resolve p99 ${during.resolves.latency.p99.toFixed(0)} max ${during.resolves.latency.max.toFixed(0)} ms, ` +
+          `catalog read p99 ${during.reads.latency.p99.toFixed(0)} max ${during.reads.latency.max.toFixed(0)} ms; ${note}`,
+      );
     } finally {
+      await sampler.stop().catch(() => undefined);
       stop = true;
       await publishing;
     }
   } finally {
-    await Promise.all([routers.close(), publisher.close()]);
+    await Promise.all([resolvers.close(), readers.close(), publisher.close()]);
   }
 }

@@ -2,9 +2,10 @@
  * Declarative fleet files (YAML or JSON): a whole fleet in sections an operator reads top to
  * bottom, translated into one publication batch (`changes[]`) in dependency order.
  *
- *   connector_types     put_connector_type (+ set_connector_type_enabled last, for `enabled: false`)
+ *   connector_types     put_connector_type (identity) + set_connector_type_enabled (`enabled: true` at
+ *                       once, `enabled: false` last in the batch)
  *   admission_policies  put_admission_policy
- *   versions            admit_version (manifest_digest computed when omitted)
+ *   versions            admit_version (content; manifest_digest computed when omitted) + set_version_status
  *   instances           put_instance
  *   bindings            put_binding (one per capability_id, or per entry of capability_ids)
  *   replicas            put_replica
@@ -129,18 +130,18 @@ export async function planFleet(file: FleetFile): Promise<FleetPlan> {
     }
   };
 
-  // Types first: every later record refers to one. A type the file disables is created or kept
-  // enabled until the end of the batch, so that versions can still be admitted to it.
+  // Types first: every later record refers to one. A put states only the type's fixed identity;
+  // the file's `enabled` is its own operation (a re-put stating another flag is a conflict): an
+  // enabled type is enabled at once, so versions can still be admitted to it in this batch, a
+  // disabled one at the end of the batch, for the same reason.
   const disable: { index: number; id: string }[] = [];
   file.connector_types.forEach((type, i) => {
     const { enabled, ...identity } = type;
     const record: FleetRecord = { kind: "connector_type", key: type.id, origin: `connector_types[${i}]`, desired: { ...type } };
-    if (enabled === false) {
-      add(record, { op: "put_connector_type", ...identity });
-      disable.push({ index: records.length - 1, id: type.id });
-    } else {
-      add(record, { op: "put_connector_type", ...type });
-    }
+    const put = { op: "put_connector_type" as const, ...identity };
+    if (enabled === true) add(record, put, { op: "set_connector_type_enabled", id: type.id, enabled: true });
+    else add(record, put);
+    if (enabled === false) disable.push({ index: records.length - 1, id: type.id });
   });
   file.admission_policies.forEach((policy, i) => {
     add(
@@ -154,8 +155,14 @@ export async function planFleet(file: FleetFile): Promise<FleetPlan> {
       digest = await canonicalDigest(version.manifest);
       computedDigests++;
     }
-    const change = { op: "admit_version" as const, ...version, manifest_digest: digest };
-    add({ kind: "version", key: version.id, origin: `versions[${i}]`, desired: { ...version, manifest_digest: digest } }, change);
+    // Admission states the version's fixed content; its status is a lifecycle move of its own
+    // (set_version_status), so that re-applying the file never contradicts a stored status it
+    // does not state and changing `status` in the file is exactly that move.
+    const { status, ...content } = version;
+    const record: FleetRecord = { kind: "version", key: version.id, origin: `versions[${i}]`, desired: { ...version, manifest_digest: digest } };
+    const admit = { op: "admit_version" as const, ...content, manifest_digest: digest };
+    if (status === undefined) add(record, admit);
+    else add(record, admit, { op: "set_version_status", id: version.id, status });
   }
   file.instances.forEach((instance, i) => {
     add({ kind: "instance", key: instance.id, origin: `instances[${i}]`, desired: { ...instance } }, { op: "put_instance", ...instance });

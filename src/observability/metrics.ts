@@ -1,6 +1,6 @@
 /**
- * The registry's Prometheus metrics (Node server): request latency by route and status, resolve
- * outcomes by problem code, catalog cache outcomes, transport refusals, lease maintenance,
+ * The registry's Prometheus metrics (Node server): request latency by route and status, problem
+ * answers and resolve outcomes by problem code, catalog cache outcomes, transport refusals, lease maintenance,
  * database pool usage, the build, and fleet gauges read from aip_fleet_status() at scrape time
  * (one SQL statement per scrape; nothing is polled in the background). Process and runtime metrics
  * come from the Node server (`extraText`: src/observability/process-metrics.ts), so that this
@@ -65,6 +65,11 @@ export class RegistryMetrics {
     "aip_route_resolutions_total",
     "Route resolutions (PUT /v1/routes/{action_id}) by outcome: created, existing, reacquired, or the problem code of a refusal.",
     ["outcome"],
+  );
+  private readonly problems = this.metrics.counter(
+    "aip_http_problems_total",
+    "Problem answers by route template, method and problem code: `busy` (and resolve's replica-unavailable / capacity-exceeded) is contention, `storage` a database failure.",
+    ["method", "route", "code"],
   );
   private readonly transportRefusals = this.metrics.counter(
     "aip_http_transport_refusals_total",
@@ -136,6 +141,8 @@ export class RegistryMetrics {
       const route = routeLabel(c);
       const status = c.res.status;
       this.requestDuration.observe({ method: c.req.method, route, status: String(status) }, (performance.now() - started) / 1000);
+      const code = problemCodeOf(c);
+      if (code !== undefined) this.problems.inc({ method: c.req.method, route, code });
       if (route === RESOLVE_ROUTE && c.req.method === "PUT") {
         const outcome = status < 300 ? c.res.headers.get("aip-route-outcome") : problemCodeOf(c);
         this.resolutions.inc({ outcome: outcome ?? `http-${status}` });

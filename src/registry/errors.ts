@@ -35,6 +35,8 @@ export const PROBLEM_STATUS = {
   "malformed-request": 400,
   internal: 500,
   "replica-unavailable": 503,
+  /** Contention: a row or lock the operation needed stayed held by concurrent work past lock_timeout. */
+  busy: 503,
   storage: 503,
   /** The identity provider's key set cannot be fetched and the last good one is past its grace (src/http/jwks.ts). */
   "auth-unavailable": 503,
@@ -63,6 +65,7 @@ export const PROBLEM_TITLES: Record<ProblemCode, string> = {
   "malformed-request": "Malformed HTTP request",
   internal: "Internal error",
   "replica-unavailable": "No replica available",
+  busy: "Registry busy",
   storage: "Registry storage unavailable",
   "auth-unavailable": "Token verification unavailable",
 };
@@ -80,6 +83,7 @@ export const DATABASE_PROBLEMS = [
   "admission",
   "capacity-exceeded",
   "replica-unavailable",
+  "busy",
 ] as const satisfies readonly ProblemCode[];
 
 /**
@@ -98,8 +102,9 @@ export const REPLICA_BEHIND_SQLSTATE = "ARLAG";
 /**
  * `retry_after_ms` of the refusals that name one (aip_retry_after_soon_ms(), _later_ms()): `soon`
  * where a slot or a row lock frees when another action settles or commits (capacity exceeded,
- * every eligible replica busy), `later` where something slower must happen first (a replica comes
- * back, a publication or a duplicate request finishes).
+ * every eligible replica busy, a settlement or lifecycle call or lease expiry kept waiting for a
+ * row: `busy`), `later` where something slower must happen first (a replica comes back, a
+ * publication or a duplicate request finishes, the publication lock is free again).
  */
 export const RETRY_AFTER_MS = { soon: 100, later: 1000 } as const;
 
@@ -144,10 +149,23 @@ export function fromDatabaseError(error: unknown): RegistryError {
   const message = typeof e.message === "string" ? e.message : "database error";
   if (sqlstate === PROBLEM_SQLSTATE) {
     const { code, ...extensions } = parseDetail(e.detail);
-    if (typeof code === "string" && DATABASE_PROBLEM_SET.has(code)) return new RegistryError(code as ProblemCode, message, extensions);
+    // `busy` is contention the function named itself: like a lock timeout, retrying may succeed.
+    if (typeof code === "string" && DATABASE_PROBLEM_SET.has(code)) return new RegistryError(code as ProblemCode, message, extensions, code === "busy");
   }
-  if (/^(55P03|40001|40P01|57014)$/.test(sqlstate)) {
-    // Lock timeout, serialization failure, deadlock, statement timeout: nothing committed.
+  if (/^(55P03|40001|40P01)$/.test(sqlstate)) {
+    // Lock timeout, serialization failure, deadlock: concurrent work held what this statement
+    // needed. The entry points that wait on locks say so themselves (busy, or resolve's
+    // replica-unavailable and capacity-exceeded, naming what was busy); this covers every other
+    // path, so contention is never reported as a broken database. Nothing committed.
+    return new RegistryError(
+      "busy",
+      "the registry is busy: a row or lock this operation needs is held by concurrent work; nothing was committed, retry",
+      { sqlstate, retry_after_ms: RETRY_AFTER_MS.later },
+      true,
+    );
+  }
+  if (sqlstate === "57014") {
+    // Statement timeout (or a cancelled statement): the work itself took too long. Nothing committed.
     return new RegistryError("storage", "the registry could not complete the operation in time; retry", { sqlstate }, true);
   }
   if (sqlstate === "42501") {

@@ -40,6 +40,11 @@ export type LifecycleRequest = z.output<typeof S.LifecycleRequest>;
 export type LifecycleResult = z.infer<typeof S.LifecycleResponse>;
 export type { CatalogText, RecordKind, ResolveResult, RouteState };
 
+export interface LifecycleOptions {
+  /** Accept a register that states no registration evidence (ALLOW_REGISTRATION_WITHOUT_EVIDENCE, a migration setting). */
+  evidenceOptional?: boolean;
+}
+
 /**
  * `ifRevision` of a catalog read: a validator's revision, or ANY_REVISION for `If-None-Match: *`
  * (any negative revision: aip_catalog_not_modified).
@@ -155,14 +160,40 @@ export class Registry {
     return this.data("aip_settle_route($1::text, $2::text, $3::jsonb, $4::text)", [actionId, tenantId, json(assignment), outcome]);
   }
 
-  /** A connector host's transition: only a replica provisioned for `peerPrincipalId` (the host's verified principal) is found. */
-  replicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest, peerPrincipalId: string): Promise<LifecycleResult> {
-    return this.data("aip_host_replica_lifecycle($1::text, $2::text, $3::jsonb, $4::text)", [replicaId, operation, json(request), peerPrincipalId]);
+  /**
+   * A connector host's transition: only a replica provisioned for `peerPrincipalId` (the host's
+   * verified principal) is found. A register states and proves its registration evidence, unless
+   * `evidenceOptional` (ALLOW_REGISTRATION_WITHOUT_EVIDENCE) lets it state none.
+   */
+  replicaLifecycle(
+    replicaId: string,
+    operation: LifecycleOperation,
+    request: LifecycleRequest,
+    peerPrincipalId: string,
+    options: LifecycleOptions = {},
+  ): Promise<LifecycleResult> {
+    return this.data("aip_host_replica_lifecycle($1::text, $2::text, $3::jsonb, $4::text, $5::boolean)", [
+      replicaId,
+      operation,
+      json(request),
+      peerPrincipalId,
+      options.evidenceOptional ?? false,
+    ]);
   }
 
   /** An operator's transition of any replica: the control role's authority. */
-  operatorReplicaLifecycle(replicaId: string, operation: LifecycleOperation, request: LifecycleRequest): Promise<LifecycleResult> {
-    return this.control("aip_operator_replica_lifecycle($1::text, $2::text, $3::jsonb)", [replicaId, operation, json(request)]);
+  operatorReplicaLifecycle(
+    replicaId: string,
+    operation: LifecycleOperation,
+    request: LifecycleRequest,
+    options: LifecycleOptions = {},
+  ): Promise<LifecycleResult> {
+    return this.control("aip_operator_replica_lifecycle($1::text, $2::text, $3::jsonb, $4::boolean)", [
+      replicaId,
+      operation,
+      json(request),
+      options.evidenceOptional ?? false,
+    ]);
   }
 
   /**

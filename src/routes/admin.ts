@@ -29,7 +29,9 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
       summary: "Publish a batch of catalog and fleet changes, all or nothing",
       description:
         "Applies every change under the exclusive publication lock and advances the catalog revision once if anything " +
-        "but replica provisioning changed; identical re-puts change nothing. `?dry_run=true` reports what would happen and changes nothing.",
+        "but replica provisioning changed; identical re-puts change nothing, and a re-put that differs from the stored record in a fixed " +
+        "field is a 409 `conflict` naming it (`field`), a version's `status` and a type's `enabled` included: those move only through " +
+        "`set_version_status` and `set_connector_type_enabled`. `?dry_run=true` reports what would happen and changes nothing.",
       security: bearer,
       middleware: admin,
       request: { query: z.object({ dry_run: Flag.optional() }), body: jsonBody(PublicationRequest) },

@@ -49,6 +49,12 @@ const PROBLEM_EXAMPLES: Record<ProblemCode, { detail: string } & Record<string, 
     instance_id: "cinst_tenant_a_crm",
     retry_after_ms: RETRY_AFTER_MS.later,
   },
+  busy: {
+    detail:
+      "settlement of action `act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70` waited too long for its replica `crepl_tenant_a_crm_euw1a`, busy with other routes; nothing was released, retry",
+    action_id: "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70",
+    retry_after_ms: RETRY_AFTER_MS.soon,
+  },
   storage: { detail: "the registry database is unavailable or failed; nothing is inferred to have committed" },
   "auth-unavailable": {
     detail: "bearer tokens cannot be verified right now: the identity provider's key set is unavailable; retry later",
@@ -81,7 +87,7 @@ const BEARER_CHALLENGE = {
 /** OpenAPI responses for the given problem codes, grouped by status. */
 export function problems(...codes: ProblemCode[]) {
   const byStatus = new Map<number, ProblemCode[]>();
-  for (const code of ["invalid", "unauthorized", "forbidden", "storage", "auth-unavailable", ...codes] as ProblemCode[]) {
+  for (const code of ["invalid", "unauthorized", "forbidden", "busy", "storage", "auth-unavailable", ...codes] as ProblemCode[]) {
     const status = PROBLEM_STATUS[code];
     const list = byStatus.get(status) ?? [];
     if (!list.includes(code)) list.push(code);

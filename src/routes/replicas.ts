@@ -11,11 +11,17 @@ import { requireScope } from "../http/guards.js";
 import { BearerRefusal } from "../http/problem.js";
 import { announceLease, type LeaseListener } from "../lease-events.js";
 import { LEASE_TTL_MS } from "../limits.js";
-import type { LifecycleResult, Registry } from "../registry/registry.js";
+import type { LifecycleOptions, LifecycleResult, Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";
 import { bearer, bodyProblems, json, jsonBody, pathId } from "./common.js";
 
-export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, onLease?: LeaseListener): void {
+export function registerReplicaRoutes(
+  app: OpenAPIHono<AppEnv>,
+  registry: Registry,
+  options: { onLease?: LeaseListener | undefined; lifecycle?: LifecycleOptions | undefined } = {},
+): void {
+  const { onLease } = options;
+  const lifecycle = options.lifecycle ?? {};
   app.openapi(
     createRoute({
       method: "post",
@@ -25,7 +31,9 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       summary: "A connector-host lifecycle transition",
       description:
         "`register` (a pre-provisioned replica of its instance's active rollout version: offline or lease expired, " +
-        "or live with its current sequence; the registry-owned active assignments are kept), " +
+        "or live with its current sequence; the registry-owned active assignments are kept; the host proves what it runs: " +
+        "`artifact_digest`, `manifest_digest`, `config_revision` and `capability_count` must equal the admitted version and " +
+        "the instance, else 422 `admission` naming the `field`), " +
         "`heartbeat` (extends a live lease, keeps `ready` or `draining`), `drain` (no new routes; pinned retries still " +
         "served while the lease lasts), `offline` (ends the lease; reserved routes are settled as lease_expired). " +
         "`heartbeat`, `drain` and `offline` need `previous_sequence`; a stale one is a 409 carrying the current `sequence`. " +
@@ -51,12 +59,12 @@ export function registerReplicaRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
       const request = c.req.valid("json");
       let answer: LifecycleResult;
       if (principal.peerPrincipalId) {
-        answer = await registry.replicaLifecycle(replica_id, operation, request, principal.peerPrincipalId);
+        answer = await registry.replicaLifecycle(replica_id, operation, request, principal.peerPrincipalId, lifecycle);
       } else if (!principal.scopes.has("registry:admin")) {
         throw new BearerRefusal("forbidden", "a connector-host token must carry peer_principal_id: it may drive only its own replicas", "insufficient_scope");
       } else {
         // Operator authority lives in the control role: a data-plane-only process refuses it (403).
-        answer = await registry.operatorReplicaLifecycle(replica_id, operation, request);
+        answer = await registry.operatorReplicaLifecycle(replica_id, operation, request, lifecycle);
       }
       // A live lease: lease maintenance must be due no later than its end.
       if (operation !== "offline" && answer.status !== "offline" && answer.lease_expires_at !== null) {

@@ -43,7 +43,8 @@ async function variant(name: string, edit: (text: string) => string): Promise<st
 describe("apply", () => {
   it("dry-runs the example fleet: every record would be created, nothing changes", async () => {
     const result = await apply("-f", "examples/fleet.yaml", "--dry-run");
-    expect(result.stderr).toContain("28 records in 28 changes (computed 4 manifest digests)");
+    // Each type and version is its fixed content plus its lifecycle operation: 28 records, 35 changes.
+    expect(result.stderr).toContain("28 records in 35 changes (computed 4 manifest digests)");
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/^RECORD\s+OUTCOME\s+CHANGES$/m);
     expect(result.stdout).toMatch(/^version cver_crm_1_5_0\s+created$/m);
@@ -56,7 +57,7 @@ describe("apply", () => {
   it("applies the fleet as one batch (one revision), then finds nothing to change", async () => {
     const first = await apply("-f", "examples/fleet.yaml");
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toContain("publishing 28 changes as one batch");
+    expect(first.stderr).toContain("publishing 35 changes as one batch");
     expect(first.stdout).toMatch(/applied: 28 created, 0 updated, 0 unchanged; catalog revision 0 -> 1 \(\d+ ms\)/);
     expect(await countTypes()).toBe(3);
     expect(await revision()).toBe(1);
@@ -71,6 +72,63 @@ describe("apply", () => {
     expect(report).toMatchObject({ dry_run: false, catalog_revision_before: 1, catalog_revision: 1, changed: 0, created: 0, updated: 0, unchanged: 28 });
     expect(report.records).toHaveLength(28);
     expect(await revision()).toBe(1);
+  });
+
+  it("prints the register body a replica's host sends, which the registry accepts as proof of what it runs", async () => {
+    const replicaId = "crepl_tenant_b_crm_use1b";
+    const printed = await runCli(["registration", "-f", "examples/fleet.yaml", replicaId, "--request-id", "msg_cli_registration_1"], { env: cleanEnv() });
+    expect(printed.code, printed.stderr).toBe(0);
+    const body = JSON.parse(printed.stdout);
+    expect(body).toEqual({
+      request_id: "msg_cli_registration_1",
+      artifact_digest: "sha256:2bf565e2bdbcf616014f760dce098fd240801387d7dfe3d934ab8ae3e47e88ff",
+      manifest_digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+      config_revision: 1,
+      capability_count: 1,
+    });
+    const stored = (await db.registry.adminGet("version", "cver_crm_1_4_0")) as Record<string, unknown>;
+    expect(body.manifest_digest).toBe(stored.manifest_digest);
+    const registered = await db.registry.replicaLifecycle(replicaId, "register", body, "service:crm-use1b.tenant-b");
+    expect(registered).toMatchObject({ replica_id: replicaId, status: "ready" });
+
+    const unknown = await runCli(["registration", "-f", "examples/fleet.yaml", "crepl_nowhere"], { env: cleanEnv() });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("provisions no replica `crepl_nowhere`");
+  });
+
+  it("turns a status or enabled flag changed in the file into its lifecycle operation, and re-applying that file is a no-op", async () => {
+    const path = await variant("lifecycle.yaml", (text) =>
+      text
+        .replace(
+          "id: cver_crm_1_4_0\n    connector_type_id: ctype_crm\n    version: 1.4.0\n    status: active",
+          "id: cver_crm_1_4_0\n    connector_type_id: ctype_crm\n    version: 1.4.0\n    status: admitted",
+        )
+        .replace(
+          "{ id: ctype_payments, name: Payments, owner: org:paystream, enabled: true }",
+          "{ id: ctype_payments, name: Payments, owner: org:paystream, enabled: false }",
+        ),
+    );
+    const before = await revision();
+    const dry = await apply("-f", path, "--dry-run");
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/^version cver_crm_1_4_0\s+updated\s+status: "active" -> "admitted"$/m);
+    expect(dry.stdout).toMatch(/^connector type ctype_payments\s+updated\s+enabled: true -> false$/m);
+    expect(dry.stdout).toContain("dry run: 0 created, 2 updated, 26 unchanged");
+
+    const applied = await apply("-f", path, "--json");
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(JSON.parse(applied.stdout)).toMatchObject({ catalog_revision_before: before, catalog_revision: before + 1, changed: 2, updated: 2 });
+    const stored = await db.owner.query(
+      "SELECT (SELECT status FROM aip_connector_versions WHERE version_id = 'cver_crm_1_4_0') AS status, (SELECT enabled FROM aip_connector_types WHERE type_id = 'ctype_payments') AS enabled",
+    );
+    expect(stored.rows[0]).toEqual({ status: "admitted", enabled: false });
+    const again = await apply("-f", path, "--json");
+    expect(JSON.parse(again.stdout)).toMatchObject({ catalog_revision: before + 1, changed: 0, unchanged: 28 });
+
+    // And back, through the same operations.
+    const restored = await apply("-f", "examples/fleet.yaml", "--json");
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(JSON.parse(restored.stdout)).toMatchObject({ catalog_revision: before + 2, changed: 2 });
   });
 
   it("shows which fields an update changes, never a credential reference", async () => {
@@ -89,6 +147,7 @@ describe("apply", () => {
           "topology: { region: us-east, zone: us-east-1a, capacity_class: pci }\n    capacity: 6",
         ),
     );
+    const before = await revision();
     const dry = await apply("-f", path, "--dry-run");
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toMatch(/^instance cinst_tenant_a_crm\s+updated\s+config_revision: 1 -> 2, secret_provider_ref \(changed\)$/m);
@@ -96,9 +155,9 @@ describe("apply", () => {
       /^binding tenant-b \/ cap:crm\.contacts\.search -> cinst_tenant_b_crm\s+updated\s+priority: 10 -> 3, policy_revision: 1 -> 2, credential_revision_ref \(changed\)$/m,
     );
     expect(dry.stdout).toMatch(/^replica crepl_tenant_b_payments_use1a\s+updated\s+capacity: 4 -> 6$/m);
-    expect(dry.stdout).toContain("dry run: 0 created, 3 updated, 25 unchanged; catalog revision 1 -> 2. Nothing was changed.");
+    expect(dry.stdout).toContain(`dry run: 0 created, 3 updated, 25 unchanged; catalog revision ${before} -> ${before + 1}. Nothing was changed.`);
     for (const secret of ["crm-rotated", "credrev:tenant-b/crm/2", "vault://"]) expect(dry.stdout + dry.stderr).not.toContain(secret);
-    expect(await revision()).toBe(1);
+    expect(await revision()).toBe(before);
 
     const json = JSON.parse((await apply("-f", path, "--dry-run", "--json")).stdout);
     const instance = json.records.find((r: { key: string }) => r.key === "cinst_tenant_a_crm");
@@ -112,8 +171,8 @@ describe("apply", () => {
     // An apply lists only what it changed.
     expect(applied.stdout.split("\n").filter((line) => /^(instance|binding|replica) .* updated$/.test(line))).toHaveLength(3);
     expect(applied.stdout).not.toMatch(/unchanged\s*$/m);
-    expect(applied.stdout).toContain("applied: 0 created, 3 updated, 25 unchanged; catalog revision 1 -> 2");
-    expect(await revision()).toBe(2);
+    expect(applied.stdout).toContain(`applied: 0 created, 3 updated, 25 unchanged; catalog revision ${before} -> ${before + 1}`);
+    expect(await revision()).toBe(before + 1);
   });
 
   it("names the fleet-file record the registry refused, and changes nothing (exit 1)", async () => {
@@ -166,7 +225,7 @@ describe("apply", () => {
     );
     const sql = await runCli(["apply", "-f", path, "--database-url", db.controlUrl], { env: cleanEnv() });
     expect(sql.code, sql.stderr).toBe(0);
-    // The disabled type is put enabled first and disabled last: two records, three changes.
+    // The disabled type is put (created enabled) and disabled last: two records, three changes.
     expect(sql.stderr).toContain("2 records in 3 changes");
     expect(sql.stdout).toMatch(/^connector type ctype_json\s+created$/m);
     expect(sql.stderr).not.toContain("aip-test-password");

@@ -20,7 +20,10 @@ const QUICK_START = [
   `HOST_TOKEN=$(npx --no-install aip-registry token --scope replicas:write --peer-principal service:crm-euw1a.tenant-a)
 curl -s -X POST http://127.0.0.1:8787/v1/replicas/crepl_tenant_a_crm_euw1a/register \\
   -H "Authorization: Bearer $HOST_TOKEN" -H 'Content-Type: application/json' \\
-  -d '{"request_id": "msg_quickstart_register_1", "lease_ttl_ms": 300000}'`,
+  -d '{"request_id": "msg_quickstart_register_1", "lease_ttl_ms": 300000,
+       "artifact_digest": "sha256:8668784f841d955f7c975f36c1c86fa06a5cbcb04b1a4b25ce07d3e0d988c1c8",
+       "manifest_digest": "sha256:e9a411ed68a3d3824f8102b81cb9326c07c462bf8055660fcde4b42f05d8628b",
+       "config_revision": 1, "capability_count": 2}'`,
   `curl -s -X PUT http://127.0.0.1:8787/v1/routes/act_quickstart_1 \\
   -H "Authorization: Bearer $TENANT_TOKEN" -H 'Content-Type: application/json' \\
   -d '{"capability_id": "cap:crm.contacts.search", "topology": {"region": "eu-west"}}'`,
@@ -74,6 +77,16 @@ it("goes from npm start to a resolved route with the documented commands", async
   const applied = await bash(apply as string, env);
   expect(applied.code, applied.stderr).toBe(0);
   expect(applied.stdout).toContain("applied: 28 created, 0 updated, 0 unchanged; catalog revision 0 -> 1");
+
+  // The evidence in the register body is what the CLI derives from the fleet file, as the README says.
+  const printed = await bash("npx --no-install aip-registry registration -f examples/fleet.yaml crepl_tenant_a_crm_euw1a", env);
+  expect(printed.code, printed.stderr).toBe(0);
+  const body = JSON.parse(/-d '([^']*)'/.exec(register as string)?.[1] as string) as Record<string, unknown>;
+  expect({ ...body, request_id: undefined, lease_ttl_ms: undefined }).toEqual({
+    ...JSON.parse(printed.stdout),
+    request_id: undefined,
+    lease_ttl_ms: undefined,
+  });
 
   const registered = await bash(register as string, env);
   expect(registered.code, registered.stderr).toBe(0);

@@ -377,9 +377,9 @@ describe("statement_timeout", () => {
 
 describe("lock_timeout", () => {
   // With no statement_timeout at all (a Worker whose role sets none), every entry point that
-  // waits for a lock still gives up by itself: each function sets its own lock_timeout. The
-  // resolver answers a wait it gives up as contention (test/db/contention.test.ts), never storage.
-  it("every entry point that waits on a lock gives up after its own lock_timeout, as retryable storage or contention", async () => {
+  // waits for a lock still gives up by itself: each function sets its own lock_timeout, and every
+  // wait it gives up is answered as contention (test/db/contention.test.ts), never storage.
+  it("every entry point that waits on a lock gives up after its own lock_timeout, as contention", async () => {
     const f = await fleet("lockto");
     const settleRoute = await reservedRoute(f, "settle");
     await reservedRoute(f, "expire", "eu-west-1a");
@@ -420,9 +420,14 @@ describe("lock_timeout", () => {
       } finally {
         await held.release();
       }
+      // Contention, never storage: the resolver's own answer, `busy` from the entry points that
+      // name what they waited for, and `busy` mapped from the lock timeout for the reads.
+      const waitsNamed = new Set(["aip_settle_route", "aip_publish", "aip_host_replica_lifecycle", "aip_expire_leases"]);
       expect(outcomes).toEqual(
         operations.map(([name]) =>
-          name === "aip_resolve_route" ? { name, code: "replica-unavailable", sqlstate: undefined } : { name, code: "storage", sqlstate: "55P03" },
+          name === "aip_resolve_route"
+            ? { name, code: "replica-unavailable", sqlstate: undefined }
+            : { name, code: "busy", sqlstate: waitsNamed.has(name) ? undefined : "55P03" },
         ),
       );
       expect(await registryState(db.owner)).toEqual(before);
@@ -467,7 +472,7 @@ describe("lock_timeout", () => {
       } finally {
         await held.release();
       }
-      expect(outcomes).toEqual(operations.map(([name]) => ({ name, code: "storage", sqlstate: "55P03" })));
+      expect(outcomes).toEqual(operations.map(([name]) => ({ name, code: "busy", sqlstate: "55P03" })));
     } finally {
       await Promise.all([pool.end(), control.end()]);
     }

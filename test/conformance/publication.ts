@@ -61,6 +61,23 @@ export function publicationConformance(api: Api): void {
       expect(await api.catalogRevision()).toBe(firstRevision);
     });
 
+    it("409 conflict naming `status` or `enabled` for a re-put stating another lifecycle state: only their own ops move them", async () => {
+      const admission = fleet.changes[1] as Record<string, unknown>;
+      expect(admission.op).toBe("admit_version");
+      const demote = await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes: [{ ...admission, status: "admitted" }] } });
+      expectProblem(demote, 409, "conflict");
+      expect(demote.body).toMatchObject({ field: "status", version_id: fleet.versionId, change_index: 0 });
+      const disable = await api.call("POST", "/v1/admin/publications", {
+        token: admin,
+        body: { changes: [{ ...connectorType(fleet.typeId), enabled: false }] },
+      });
+      expectProblem(disable, 409, "conflict");
+      expect(disable.body).toMatchObject({ field: "enabled", connector_type_id: fleet.typeId });
+      expect(await api.catalogRevision()).toBe(firstRevision);
+      const version = await api.call("GET", `/v1/admin/versions/${fleet.versionId}`, { token: admin });
+      expect(version.body).toMatchObject({ status: "active" });
+    });
+
     it("422 admission for failing supply-chain evidence, naming the field", async () => {
       const refused = (options: Parameters<typeof version>[3]) =>
         version(`cver_${api.prefix}_pub_bad`, fleet.typeId, [`cap:${api.prefix}_pub.bad`], { version: "9.9.9", ...options });

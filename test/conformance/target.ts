@@ -93,8 +93,38 @@ export class Api {
     return response.body as { catalog_revision: number; changed: number; results: { op: string; outcome: string }[] };
   }
 
+  /**
+   * One transition by the replica's host. A register that states no evidence of what the host runs
+   * gets the evidence of the replica's admitted version and instance (registration()).
+   */
   async lifecycle(replicaId: string, operation: string, body: Record<string, unknown>) {
-    return this.call("POST", `/v1/replicas/${encodeURIComponent(replicaId)}/${operation}`, { token: await this.host(replicaId), body });
+    const evidence = operation === "register" && !("artifact_digest" in body) ? await this.registration(replicaId) : {};
+    return this.call("POST", `/v1/replicas/${encodeURIComponent(replicaId)}/${operation}`, {
+      token: await this.host(replicaId),
+      body: { ...evidence, ...body },
+    });
+  }
+
+  /**
+   * What a host running exactly the replica's admitted version with its instance's current
+   * configuration states at register, read through the registry reader (as a deployment pipeline
+   * could): artifact and manifest digests, configuration revision, capability count.
+   */
+  async registration(replicaId: string): Promise<Record<string, unknown>> {
+    const token = await this.target.mintToken({ subject: "conformance-reader", scopes: ["registry:read"] });
+    const read = async (kind: string, id: string) => {
+      const response = await this.call("GET", `/v1/registry/${kind}/${encodeURIComponent(id)}`, { token });
+      expect(response.status, JSON.stringify(response.body)).toBe(200);
+      return response.body;
+    };
+    const replica = await read("replicas", replicaId);
+    const [version, instance] = await Promise.all([read("versions", replica.version_id), read("instances", replica.instance_id)]);
+    return {
+      artifact_digest: version.artifact_digest,
+      manifest_digest: version.manifest_digest,
+      config_revision: instance.config_revision,
+      capability_count: version.capabilities.length,
+    };
   }
 
   async catalogRevision(): Promise<number> {

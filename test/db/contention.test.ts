@@ -10,9 +10,12 @@
  */
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RETRY_AFTER_MS } from "../../src/registry/errors.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { connectorType, replica } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
 import { refusal, registryState } from "../support/registry-state.js";
+import { lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 
 let db: TestDatabase;
@@ -173,3 +176,129 @@ describe("an existing route", () => {
     await expectHealthy(db.registry);
   });
 });
+
+/**
+ * The other entry points that wait for locks: settlement, replica lifecycle (host and operator),
+ * lease expiry and publication answer a wait that outlasts their lock_timeout as `busy` (503) with
+ * retry guidance, change nothing, and succeed once the lock is free. Any other statement that
+ * gives up a lock wait is `busy` too (src/registry/errors.ts), never `storage`.
+ */
+describe("settlement, lifecycle, lease expiry and publication", () => {
+  const holdReplica = (replicaId: string) => (holder: pg.PoolClient) =>
+    holder.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = $1 FOR UPDATE", [replicaId]);
+  const sequenceOf = async (replicaId: string) => (await replicaRow(db, replicaId)).health_revision;
+
+  it("settlement: its replica row busy past lock_timeout is busy with retry guidance, and nothing is released", async () => {
+    const { assignment } = await db.registry.resolveRoute("act_busy_settle", fleet.tenant, fleet.capability);
+    const before = await registryState(db.owner);
+    const error = await whileHeld(holdReplica(assignment.replica_id), () =>
+      refusal(db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed")),
+    );
+    expect(error.code).toBe("busy");
+    expect(error.status).toBe(503);
+    expect(error.message).toMatch(new RegExp(`replica \`${assignment.replica_id}\``));
+    expect(error.extensions).toMatchObject({ action_id: assignment.action_id, retry_after_ms: RETRY_AFTER_MS.soon });
+    expect(await registryState(db.owner)).toEqual(before);
+    expect((await db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed")).released).toBe(true);
+    await expectHealthy(db.registry);
+  });
+
+  it("settlement: its action held by another request is busy too", async () => {
+    const { assignment } = await db.registry.resolveRoute("act_busy_settle_action", fleet.tenant, fleet.capability);
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtextextended('act_busy_settle_action', 0))"),
+      () => refusal(db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed")),
+    );
+    expect(error.code).toBe("busy");
+    expect(error.message).toMatch(/another request for the same action/);
+    expect((await db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed")).released).toBe(true);
+  });
+
+  it("a host's heartbeat: its replica row busy is busy, and the same request succeeds once free", async () => {
+    const replicaId = fleet.replica.a as string;
+    const previous = await sequenceOf(replicaId);
+    const request = { request_id: "msg_busy_heartbeat", previous_sequence: previous };
+    const before = await registryState(db.owner);
+    const error = await whileHeld(holdReplica(replicaId), () => refusal(lifecycle(db.registry, replicaId, "heartbeat", request)));
+    expect(error.code).toBe("busy");
+    expect(error.extensions).toMatchObject({ replica_id: replicaId, retry_after_ms: RETRY_AFTER_MS.soon });
+    expect(await registryState(db.owner)).toEqual(before);
+    expect((await lifecycle(db.registry, replicaId, "heartbeat", request)).sequence).toBe(previous + 1);
+  });
+
+  it("an operator's offline: the replica's reserved routes busy is busy, and nothing is settled", async () => {
+    const replicas = await provisionFleet(db.registry, { prefix: "busyoff", replicasPerTenant: 1 });
+    const [replicaId] = replicas.replicas as [string];
+    await lifecycle(db.registry, replicaId, "register");
+    const { assignment } = await db.registry.resolveRoute("act_busy_offline", replicas.tenants[0]!.tenant, replicas.capability);
+    const sequence = await sequenceOf(replicaId);
+    const before = await registryState(db.owner);
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT 1 FROM aip_route_assignments WHERE action_id = $1 FOR UPDATE", [assignment.action_id]),
+      () => refusal(db.registry.operatorReplicaLifecycle(replicaId, "offline", { request_id: "msg_busy_offline", previous_sequence: sequence })),
+    );
+    expect(error.code).toBe("busy");
+    expect(error.message).toMatch(/reserved routes/);
+    expect(await registryState(db.owner)).toEqual(before);
+    const offline = await db.registry.operatorReplicaLifecycle(replicaId, "offline", { request_id: "msg_busy_offline", previous_sequence: sequence });
+    expect(offline.status).toBe("offline");
+    await expectHealthy(db.registry);
+  });
+
+  it("lease expiry: the routes of an expired replica busy is busy, and nothing is released", async () => {
+    const replicas = await provisionFleet(db.registry, { prefix: "busyexp", replicasPerTenant: 1 });
+    const [replicaId] = replicas.replicas as [string];
+    await lifecycle(db.registry, replicaId, "register", { lease_ttl_ms: 1000 });
+    const { assignment } = await db.registry.resolveRoute("act_busy_expiry", replicas.tenants[0]!.tenant, replicas.capability);
+    await waitForLeaseEnd(db, [replicaId]);
+    // Only this replica's lease has ended (the others were registered for a minute or more).
+    const before = await registryState(db.owner);
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT 1 FROM aip_route_assignments WHERE action_id = $1 FOR UPDATE", [assignment.action_id]),
+      () => refusal(db.registry.expireLeases(500)),
+    );
+    expect(error.code).toBe("busy");
+    expect(error.extensions).toMatchObject({ retry_after_ms: RETRY_AFTER_MS.soon });
+    expect(await registryState(db.owner)).toEqual(before);
+    expect(await db.registry.expireLeases(500)).toMatchObject({ expired: 1, released: 1 });
+    await expectHealthy(db.registry);
+  });
+
+  it("publication: the publication lock held past lock_timeout is busy with retry guidance, and nothing is published", async () => {
+    const before = await registryState(db.owner);
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT pg_advisory_xact_lock_shared(hashtext(current_database()), 1095323715)"),
+      () => refusal(db.registry.publish([connectorType("ctype_busy_publication")])),
+    );
+    expect(error.code).toBe("busy");
+    expect(error.message).toMatch(/publication lock/);
+    expect(error.extensions).toMatchObject({ retry_after_ms: RETRY_AFTER_MS.later });
+    expect(await registryState(db.owner)).toEqual(before);
+    expect((await db.registry.publish([connectorType("ctype_busy_publication")])).changed).toBe(1);
+  });
+
+  it("publication: a replica row held by routing past lock_timeout is busy, naming the change", async () => {
+    const replicaId = fleet.replica.b as string;
+    const stored = (await db.registry.adminGet("replica", replicaId)) as Record<string, unknown>;
+    const change = { ...replica(replicaId, fleet.instance.main as string, fleet.versionId, { capacity: 9 }), ...pick(stored) };
+    const error = await whileHeld(holdReplica(replicaId), () => refusal(db.registry.publish([connectorType("ctype_busy_publication"), change])));
+    expect(error.code).toBe("busy");
+    expect(error.extensions).toMatchObject({ change_index: 1, retry_after_ms: RETRY_AFTER_MS.later });
+  });
+
+  it("any other lock wait that runs out (a catalog read behind a publication) is busy, not storage", async () => {
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtext(current_database()), 1095323715)"),
+      () => refusal(db.registry.catalogPage(fleet.tenant, {})),
+    );
+    expect(error.code).toBe("busy");
+    expect(error.extensions).toMatchObject({ sqlstate: "55P03", retry_after_ms: RETRY_AFTER_MS.later });
+    expect(error.retryable).toBe(true);
+  });
+});
+
+/** The provisioning fields of a stored replica, as put_replica states them. */
+function pick(stored: Record<string, unknown>) {
+  const { endpoint, peer_principal_id, peer_principal_kind, peer_did, trust_domain, transport_profile, topology } = stored;
+  return { endpoint, peer_principal_id, peer_principal_kind, peer_did, trust_domain, transport_profile, topology };
+}

@@ -98,14 +98,14 @@ it("no function raises class AR but through the generated SQLSTATEs, except priv
   });
 });
 
-it("errors of PostgreSQL itself are classified by their SQLSTATE, as before", async () => {
+it("errors of PostgreSQL itself are classified by their SQLSTATE: lock waits, deadlocks and serialization failures are contention", async () => {
   expect(fromDatabaseError(await failure("SELECT 'x'::integer")).code).toBe("invalid");
   expect(fromDatabaseError(await failure("SELECT 1 / 0")).code).toBe("invalid");
   for (const [code, problem, retryable] of [
-    ["55P03", "storage", true], // lock_timeout
+    ["55P03", "busy", true], // lock_timeout: contention, never storage
     ["57014", "storage", true], // statement_timeout
-    ["40001", "storage", true], // serialization failure
-    ["40P01", "storage", true], // deadlock
+    ["40001", "busy", true], // serialization failure
+    ["40P01", "busy", true], // deadlock
     ["08006", "storage", true], // connection failure
     ["42501", "forbidden", false],
     ["54001", "invalid", false],

@@ -171,9 +171,10 @@ const RULES: Record<string, Rule> = {
       ["empty", "", false],
     ],
   },
+  // (With registration evidence optional, so that a register is judged on its operation alone.)
   "Enum: replica lifecycle operation (aip_replica_transition)": {
     zod: (op) => LifecycleOperation.safeParse(op).success,
-    sql: (op) => sqlAccepts("SELECT aip_replica_transition('crepl-seam', $1, $2::jsonb, NULL)", [op, json({ request_id: "r", previous_sequence: 0 })]),
+    sql: (op) => sqlAccepts("SELECT aip_replica_transition('crepl-seam', $1, $2::jsonb, NULL, true)", [op, json({ request_id: "r", previous_sequence: 0 })]),
     cases: [
       ...LifecycleOperation.options.map((o): [string, unknown, boolean] => [o, o, true]),
       ["capitalized", "Register", false],
@@ -216,7 +217,9 @@ const RULES: Record<string, Rule> = {
   "Lease bounds: lease_ttl_ms of a heartbeat (aip_replica_transition)": {
     zod: (lease_ttl_ms) => LifecycleRequest.safeParse({ request_id: "r", previous_sequence: 0, lease_ttl_ms }).success,
     sql: (lease_ttl_ms) =>
-      sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL)", [json({ request_id: "r", previous_sequence: 0, lease_ttl_ms })]),
+      sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL, false)", [
+        json({ request_id: "r", previous_sequence: 0, lease_ttl_ms }),
+      ]),
     cases: [
       ["the minimum", LEASE_TTL_MS.min, true],
       ["below the minimum", LEASE_TTL_MS.min - 1, false],
@@ -229,7 +232,7 @@ const RULES: Record<string, Rule> = {
   },
   "Lifecycle request_id and previous_sequence (aip_replica_transition)": {
     zod: (request) => LifecycleRequest.safeParse(request).success,
-    sql: (request) => sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL)", [json(request)]),
+    sql: (request) => sqlAccepts("SELECT aip_replica_transition('crepl-seam', 'heartbeat', $1::jsonb, NULL, false)", [json(request)]),
     cases: [
       ["two-byte request_id at 256 bytes", { request_id: "é".repeat(128), previous_sequence: 0 }, true],
       ["two-byte request_id at 257 bytes", { request_id: `${"é".repeat(128)}a`, previous_sequence: 0 }, false],

@@ -6,7 +6,7 @@
  *
  * The proof needs no clock: a second session holds the shared publication lock (as a catalog read
  * or a new-route decision does) for the whole test. A publication that took the exclusive lock
- * before validating would wait for it and give up after its lock_timeout (storage, 503); one that
+ * before validating would wait for it and give up after its lock_timeout (busy, 503); one that
  * validates first answers the refusal at once.
  */
 import type pg from "pg";
@@ -68,8 +68,8 @@ describe("while a reader holds the shared publication lock", () => {
   it("queues only once its changes are valid, and then for the lock alone (it gives up after lock_timeout)", async () => {
     const before = await registryState(db.owner);
     const error = await refusal(db.registry.publish([connectorType("ctype_plk_queued")]));
-    expect(error.code).toBe("storage");
-    expect(error.extensions.sqlstate).toBe("55P03");
+    expect(error.code).toBe("busy");
+    expect(error.message).toMatch(/publication lock/);
     expect(await registryState(db.owner)).toEqual(before);
   }, 20_000);
 });

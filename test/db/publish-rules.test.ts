@@ -48,9 +48,9 @@ describe("connector type: id, name and owner are fixed; enabled is mutable", () 
     expect(await record("connector_type", type.id)).toMatchObject({ id: type.id, name: type.name, owner: type.owner, enabled: true });
   });
 
-  it("refuses another name or another owner under the same id", async () => {
-    await refuse([{ ...type, name: "Renamed" }], "conflict", /ctype_rules_type/);
-    await refuse([{ ...type, owner: "org:other" }], "conflict");
+  it("refuses another name or another owner under the same id, naming the field", async () => {
+    expect((await refuse([{ ...type, name: "Renamed" }], "conflict", /ctype_rules_type/)).extensions).toMatchObject({ field: "name" });
+    expect((await refuse([{ ...type, owner: "org:other" }], "conflict")).extensions).toMatchObject({ field: "owner" });
   });
 
   it("moves enabled with set_connector_type_enabled, once per actual change", async () => {
@@ -62,15 +62,18 @@ describe("connector type: id, name and owner are fixed; enabled is mutable", () 
     expect(await record("connector_type", type.id)).toMatchObject({ enabled: false });
   });
 
-  it("moves enabled with a re-put that states another flag, and keeps it when the re-put states none", async () => {
-    await accept([{ ...type, enabled: true }], ["updated"]);
-    expect(await record("connector_type", type.id)).toMatchObject({ enabled: true });
-    await accept([{ op: "set_connector_type_enabled", id: type.id, enabled: false }], ["updated"]);
+  it("refuses a re-put that states another enabled flag (only set_connector_type_enabled moves it)", async () => {
+    expect(await record("connector_type", type.id)).toMatchObject({ enabled: false });
+    const error = await refuse([{ ...type, enabled: true }], "conflict", /set_connector_type_enabled/);
+    expect(error.extensions).toMatchObject({ connector_type_id: type.id, field: "enabled" });
+    // A re-put that states no flag, or the stored one, is exactly as stored.
     const { enabled: _absent, ...withoutFlag } = type;
     await accept([withoutFlag], ["unchanged"]);
     await accept([{ ...type, enabled: null }], ["unchanged"]);
+    await accept([{ ...type, enabled: false }], ["unchanged"]);
     expect(await record("connector_type", type.id)).toMatchObject({ enabled: false });
-    await accept([type], ["updated"]);
+    await accept([{ op: "set_connector_type_enabled", id: type.id, enabled: true }], ["updated"]);
+    await accept([type], ["unchanged"]);
   });
 
   it("refuses to enable or disable a type that does not exist", async () => {
@@ -93,14 +96,29 @@ describe("connector version: content is immutable; status moves admitted <-> act
     expect(await catalogRevision(db.owner)).toBe(before);
   });
 
-  it("refuses any other content under the same version id", async () => {
+  it("refuses any other content under the same version id, naming the first field that differs", async () => {
+    const field = async (change: Change, name: string) =>
+      expect((await refuse([change], "conflict", /immutable/)).extensions).toMatchObject({ version_id: v1.id, field: name });
     const otherManifest = await version(v1.id, typeId, [{ id: "cap:rules.ver.a", description: "changed" }], { attestation: v1.attestation });
-    await refuse([otherManifest], "conflict", /immutable/);
-    await refuse([{ ...v1, attestation: { ...v1.attestation, signer_identity: "someone-else@acme.example" } }], "conflict", /immutable/);
-    await refuse([{ ...v1, attestation: { ...attestation(), schema_bundle_digest: v1.attestation.schema_bundle_digest } }], "conflict", /immutable/);
-    await refuse([{ ...v1, version: "9.9.9" }], "conflict", /immutable/);
+    await field(otherManifest, "manifest_digest");
+    await field({ ...v1, attestation: { ...v1.attestation, signer_identity: "someone-else@acme.example" } }, "attestation.signer_identity");
+    await field({ ...v1, attestation: { ...attestation(), schema_bundle_digest: v1.attestation.schema_bundle_digest } }, "attestation.artifact_digest");
+    await field({ ...v1, implementation_support: { "cap:rules.ver.a": { invocation: true, retry: true } } }, "implementation_support.cap:rules.ver.a");
+    await field({ ...v1, version: "9.9.9" }, "version");
     await accept([connectorType("ctype_rules_ver_other")]);
-    await refuse([{ ...v1, connector_type_id: "ctype_rules_ver_other" }], "conflict", /immutable/);
+    await field({ ...v1, connector_type_id: "ctype_rules_ver_other" }, "connector_type_id");
+  });
+
+  it("refuses a re-admission that states another status: status moves only through set_version_status", async () => {
+    const before = await catalogRevision(db.owner);
+    const error = await refuse([{ ...v1, status: "admitted" }], "conflict", /set_version_status/);
+    expect(error.extensions).toMatchObject({ version_id: v1.id, field: "status" });
+    expect((await record("version", v1.id)).status).toBe("active");
+    // Without a status, or with the stored one, a re-admission is exactly as stored.
+    const { status: _s, ...withoutStatus } = v1;
+    await accept([withoutStatus], ["unchanged"]);
+    await accept([{ ...v1, status: "active" }], ["unchanged"]);
+    expect(await catalogRevision(db.owner)).toBe(before);
   });
 
   it("moves status admitted <-> active, any -> revoked, and never back from revoked", async () => {
@@ -120,22 +138,25 @@ describe("connector version: content is immutable; status moves admitted <-> act
     await refuse([set("active")], "conflict", /revoked/);
     await refuse([set("admitted")], "conflict", /revoked/);
     await refuse([set("candidate")], "invalid");
-    // Re-admitting the original content with its original (active) status is a reactivation too.
-    await refuse([v1], "conflict", /revoked/);
+    // Re-admitting the original content with its original (active) status does not reactivate it.
+    expect((await refuse([v1], "conflict", /set_version_status/)).extensions).toMatchObject({ field: "status" });
     expect(await status()).toBe("revoked");
   });
 
-  it("moves an admitted version straight to revoked, and an active one through a re-admission's status", async () => {
+  it("admits a version with any initial status but candidate, then moves it with set_version_status only", async () => {
     const v2 = await version("cver_rules_2", typeId, ["cap:rules.ver.a"], { status: "admitted" });
     await accept([v2], ["created"]);
-    await accept([{ ...v2, status: "active" }], ["updated"]);
-    // A re-put without status keeps the stored status rather than resetting it to admitted.
+    await refuse([{ ...v2, status: "active" }], "conflict", /set_version_status/);
+    await accept([{ op: "set_version_status", id: v2.id, status: "active" }], ["updated"]);
     const { status: _s, ...withoutStatus } = v2;
     await accept([withoutStatus], ["unchanged"]);
     expect((await record("version", v2.id)).status).toBe("active");
     await accept([{ op: "set_version_status", id: v2.id, status: "revoked" }], ["updated"]);
     const v3 = await version("cver_rules_3", typeId, ["cap:rules.ver.a"], { status: "admitted" });
     await accept([v3, { op: "set_version_status", id: v3.id, status: "revoked" }], ["created", "updated"]);
+    const v4 = await version("cver_rules_4", typeId, ["cap:rules.ver.a"], { status: "revoked" });
+    await accept([v4], ["created"]);
+    expect((await record("version", v4.id)).status).toBe("revoked");
   });
 
   it("refuses to admit a version as a candidate", async () => {

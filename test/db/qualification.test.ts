@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, hostPrincipal, replica, requestId, version } from "../support/fleet.js";
+import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
 import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, refused, type RoutingFleet } from "../support/routing-fleet.js";
@@ -86,7 +86,10 @@ describe("revoking qualification", () => {
       instances: [{ name: "i", replicas: [{ name: "r", register: false }] }],
     });
     await db.registry.publish([qualify(fleet.versionId, false)]);
-    const error = await refused(db.registry.replicaLifecycle(fleet.replica.r!, "register", { request_id: requestId() }, hostPrincipal(fleet.replica.r!)));
+    const evidence = await registrationEvidence(db.registry, fleet.replica.r!);
+    const error = await refused(
+      db.registry.replicaLifecycle(fleet.replica.r!, "register", { request_id: requestId(), ...evidence }, hostPrincipal(fleet.replica.r!)),
+    );
     expect(error.code).toBe("admission");
   });
 
@@ -126,10 +129,11 @@ describe("restoring qualification", () => {
 
     // Evidence that is well-formed but does not include this registry's SDK version.
     await db.owner.query(
-      `UPDATE aip_connector_versions
+      `UPDATE aip_connector_versions v
        SET attestation = attestation || jsonb_build_object('sdk_version_requirement', '^2.0',
-                                                          'schema_bundle_digest', aip_schema_bundle_digest(manifest -> 'capabilities', aip_canonical_schemas(manifest -> 'capabilities')))
-       WHERE version_id = 'cver_qual_old'`,
+                                                          'schema_bundle_digest', aip_schema_bundle_digest(m.manifest -> 'capabilities', aip_canonical_schemas(m.manifest -> 'capabilities')))
+       FROM aip_manifests m
+       WHERE v.version_id = 'cver_qual_old' AND m.manifest_digest = v.manifest_digest`,
     );
     const sdk = await refusal(db.registry.publish([qualify("cver_qual_old", true)]));
     expect(sdk.extensions).toMatchObject({ field: "attestation.sdk_version_requirement" });

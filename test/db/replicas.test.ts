@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { hostPrincipal, instance, publishSimpleFleet, replica, requestId, version } from "../support/fleet.js";
+import { hostPrincipal, instance, publishSimpleFleet, registrationEvidence, replica, requestId, version, WELL_FORMED_EVIDENCE } from "../support/fleet.js";
 import {
   catalogRevision,
   counters,
@@ -26,7 +26,7 @@ afterAll(() => db?.close());
 
 describe("register", () => {
   it("accepts only provisioned replicas", async () => {
-    const error = await expectProblem(lifecycle(db.registry, "crepl_never_provisioned", "register"), "not-found");
+    const error = await expectProblem(lifecycle(db.registry, "crepl_never_provisioned", "register", WELL_FORMED_EVIDENCE), "not-found");
     expect(error.message).toContain("crepl_never_provisioned");
   });
 
@@ -167,7 +167,7 @@ describe("replay", () => {
     const fleet = await provisionFleet(db.registry, { prefix: "replay" });
     const id = fleet.replicas[0]!;
     const steps = [
-      { operation: "register", request: { lease_ttl_ms: 20_000 } },
+      { operation: "register", request: { lease_ttl_ms: 20_000, ...(await registrationEvidence(db.registry, id)) } },
       { operation: "heartbeat", request: { previous_sequence: 1, lease_ttl_ms: 20_000 } },
       { operation: "drain", request: { previous_sequence: 2 } },
       { operation: "offline", request: { previous_sequence: 3 } },
@@ -187,12 +187,15 @@ describe("replay", () => {
   it("refuses the same request_id with another payload, whatever differs", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "reuse" });
     const id = fleet.replicas[0]!;
-    const register = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    const evidence = await registrationEvidence(db.registry, id);
+    const register = { request_id: requestId(), lease_ttl_ms: 20_000, ...evidence };
     await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
     await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, lease_ttl_ms: 25_000 }, hostPrincipal(id)), "conflict");
     await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, previous_sequence: 1 }, hostPrincipal(id)), "conflict");
+    // The evidence is part of the payload: the same request_id stating other evidence is a reuse.
+    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, capability_count: 2 }, hostPrincipal(id)), "conflict");
     const asHeartbeat = await expectProblem(
-      db.registry.replicaLifecycle(id, "heartbeat", { ...register, previous_sequence: 1 }, hostPrincipal(id)),
+      db.registry.replicaLifecycle(id, "heartbeat", { request_id: register.request_id, lease_ttl_ms: 20_000, previous_sequence: 1 }, hostPrincipal(id)),
       "conflict",
     );
     expect(asHeartbeat.extensions).toEqual({ replica_id: id });
@@ -210,7 +213,7 @@ describe("replay after the replica moved for another reason", () => {
   it("never answers an exact replay with a state lease expiry has ended", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "replay_exp" });
     const id = fleet.replicas[0]!;
-    const register = { request_id: requestId(), lease_ttl_ms: 1000 };
+    const register = { request_id: requestId(), lease_ttl_ms: 1000, ...(await registrationEvidence(db.registry, id)) };
     const answer = await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
     expect(answer).toMatchObject({ status: "ready", sequence: 1 });
     await waitForLeaseEnd(db, [id]);
@@ -242,7 +245,8 @@ describe("superseded register requests", () => {
   it("refuses a delayed duplicate of an older register instead of bringing an offline replica back", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "stale" });
     const id = fleet.replicas[0]!;
-    const register = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    const evidence = await registrationEvidence(db.registry, id);
+    const register = { request_id: requestId(), lease_ttl_ms: 20_000, ...evidence };
     await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
     await db.registry.replicaLifecycle(id, "offline", { request_id: requestId(), previous_sequence: 1 }, hostPrincipal(id));
     const before = await replicaRow(db, id);
@@ -255,7 +259,7 @@ describe("superseded register requests", () => {
     expect(await replicaRow(db, id)).toEqual(before);
 
     // The host registering anew uses a new request_id, and that one replays exactly.
-    const again = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    const again = { request_id: requestId(), lease_ttl_ms: 20_000, ...evidence };
     const answer = await db.registry.replicaLifecycle(id, "register", again, hostPrincipal(id));
     expect(answer).toMatchObject({ status: "ready", sequence: 3 });
     expect(await db.registry.replicaLifecycle(id, "register", again, hostPrincipal(id))).toEqual(answer);
@@ -264,13 +268,14 @@ describe("superseded register requests", () => {
   it("scopes consumed register ids per replica, and a refused register consumes nothing", async () => {
     const fleet = await provisionFleet(db.registry, { prefix: "scope", replicasPerTenant: 2 });
     const [a, b] = fleet.replicas as [string, string];
-    const shared = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    // Both replicas serve the same version and instance: the same evidence.
+    const shared = { request_id: requestId(), lease_ttl_ms: 20_000, ...(await registrationEvidence(db.registry, a)) };
     await db.registry.replicaLifecycle(a, "register", shared, hostPrincipal(a));
     expect(await db.registry.replicaLifecycle(b, "register", shared, hostPrincipal(b))).toMatchObject({ replica_id: b, status: "ready" });
 
     // A register refused (live replica, no sequence) leaves its request_id unused: after the
     // replica goes offline the same request is a first registration.
-    const refused = { request_id: requestId(), lease_ttl_ms: 20_000 };
+    const refused = { ...shared, request_id: requestId() };
     await expectProblem(db.registry.replicaLifecycle(a, "register", refused, hostPrincipal(a)), "conflict");
     await db.registry.replicaLifecycle(a, "offline", { request_id: requestId(), previous_sequence: 1 }, hostPrincipal(a));
     expect(await db.registry.replicaLifecycle(a, "register", refused, hostPrincipal(a))).toMatchObject({ status: "ready", sequence: 3 });

@@ -14,7 +14,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, registerReplica, replica, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
@@ -157,7 +157,7 @@ describe("credential values are never persisted", () => {
       // Unknown members are not read by the SQL publication: the records are published, the values dropped.
       await control.query("SELECT aip_publish($1::jsonb, false)", [JSON.stringify(changes)]);
       await data.query("SELECT aip_host_replica_lifecycle('crepl_sec_sql', 'register', $1::jsonb, 'service:crepl_sec_sql')", [
-        JSON.stringify({ request_id: "msg_sec_sql", ...smuggled }),
+        JSON.stringify({ request_id: "msg_sec_sql", ...(await registrationEvidence(db.registry, "crepl_sec_sql")), ...smuggled }),
       ]);
       const routed = await data.query<{ r: { assignment: Record<string, unknown> } }>("SELECT aip_resolve_route('act_sec_sql', $1, $2, $3::jsonb) AS r", [
         TENANT,

@@ -198,11 +198,16 @@ describe("the real thing: wrangler dev against PostgreSQL", () => {
     expect(child.output()).toContain(`AIP_REGISTRY_URL=${url} npx --no-install aip-registry apply -f examples/fleet.yaml`);
     const applied = await runCli(["apply", "-f", "examples/fleet.yaml"], { env: cleanEnv({ AIP_REGISTRY_URL: url, DATA_DIR: dataDir }), timeoutMs: 60_000 });
     expect(applied.code, `${applied.stdout}\n${applied.stderr}`).toBe(0);
+    // What the printed `registration` command derives from the fleet file (both replicas run the same version).
+    const printedRegistration = await runCli(["registration", "-f", "examples/fleet.yaml", "crepl_tenant_a_crm_euw1a"], { env: cleanEnv() });
+    expect(printedRegistration.code, printedRegistration.stderr).toBe(0);
+    expect(child.output()).toContain("npx --no-install aip-registry registration -f examples/fleet.yaml crepl_tenant_a_crm_euw1a");
+    const evidence = JSON.parse(printedRegistration.stdout) as Record<string, unknown>;
     const register = (replica: string) =>
       fetch(`${url}/v1/replicas/${replica}/register`, {
         method: "POST",
         headers: { authorization: `Bearer ${printed("HOST_TOKEN")}`, "content-type": "application/json" },
-        body: JSON.stringify({ request_id: `msg_dev_${randomBytes(4).toString("hex")}`, lease_ttl_ms: 60_000 }),
+        body: JSON.stringify({ request_id: `msg_dev_${randomBytes(4).toString("hex")}`, lease_ttl_ms: 60_000, ...evidence }),
       });
     const own = await register("crepl_tenant_a_crm_euw1a");
     expect(own.status, await own.clone().text()).toBe(200);

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, registrationEvidence, replica, version } from "../support/fleet.js";
 import { expectSaneAnswer, SQL_PAYLOADS } from "../support/fuzz.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
@@ -88,11 +88,12 @@ describe("payloads in record fields are stored and read back verbatim", () => {
     for (const p of PAYLOADS) {
       // The host's principal claim carries the payload too.
       const host = await api.hostToken(`service:${p}`);
-      const first = await api.call("POST", `/v1/replicas/${enc(`crepl_${p}`)}/register`, { token: host, body: { request_id: p, lease_ttl_ms: 300_000 } });
+      const register = { request_id: p, lease_ttl_ms: 300_000, ...(await registrationEvidence(db.registry, `crepl_${p}`)) };
+      const first = await api.call("POST", `/v1/replicas/${enc(`crepl_${p}`)}/register`, { token: host, body: register });
       const text = await first.text();
       expect(first.status, text).toBe(200);
       expect(JSON.parse(text)).toMatchObject({ replica_id: `crepl_${p}`, status: "ready" });
-      const replay = await api.call("POST", `/v1/replicas/${enc(`crepl_${p}`)}/register`, { token: host, body: { request_id: p, lease_ttl_ms: 300_000 } });
+      const replay = await api.call("POST", `/v1/replicas/${enc(`crepl_${p}`)}/register`, { token: host, body: register });
       expect(await replay.text()).toBe(text);
     }
     const { rows } = await db.owner.query<{ n: number }>("SELECT count(*)::int AS n FROM aip_connector_replicas WHERE last_request_id = ANY($1::text[])", [

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { requestId } from "../support/fleet.js";
+import { instance, registrationEvidence, requestId, WELL_FORMED_EVIDENCE } from "../support/fleet.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { provisionFleet, replicaRow } from "../support/replicas.js";
 
@@ -18,9 +18,20 @@ beforeAll(async () => {
 });
 afterAll(() => db?.close());
 
-/** Posts as the host the replica was provisioned for, unless another token is given. */
-const post = async (replicaId: string, operation: string, body: unknown, token?: string) =>
-  api.call("POST", `/v1/replicas/${replicaId}/${operation}`, { token: token ?? (await api.hostTokenFor(replicaId)), body });
+/**
+ * Posts as the host the replica was provisioned for, unless another token is given. A register
+ * body without evidence gets the replica's own (what its host runs), as every host sends it.
+ */
+const post = async (replicaId: string, operation: string, body: unknown, token?: string) => {
+  const evidence =
+    operation === "register" && body !== null && typeof body === "object" && !("artifact_digest" in body)
+      ? await registrationEvidence(db.registry, replicaId).catch(() => WELL_FORMED_EVIDENCE)
+      : {};
+  return api.call("POST", `/v1/replicas/${replicaId}/${operation}`, {
+    token: token ?? (await api.hostTokenFor(replicaId)),
+    body: typeof body === "object" && body !== null ? { ...evidence, ...body } : body,
+  });
+};
 
 async function problem(response: Response, status: number, code: string) {
   expect(response.status).toBe(status);
@@ -104,6 +115,47 @@ describe("lifecycle", () => {
     const fleet = await provisionFleet(db.registry, { prefix: "h422" });
     await db.registry.publish([{ op: "set_version_status", id: fleet.versionId, status: "revoked" }]);
     await problem(await post(fleet.replicas[0]!, "register", { request_id: requestId() }), 422, "admission");
+  });
+});
+
+describe("registration evidence", () => {
+  it("refuses a register stating no evidence, and a heartbeat stating some, as invalid naming the field", async () => {
+    const {
+      replicas: [id],
+    } = await provisionFleet(db.registry, { prefix: "hev", replicasPerTenant: 1 });
+    const token = await api.hostTokenFor(id!);
+    const bare = await api.call("POST", `/v1/replicas/${id}/register`, { token, body: { request_id: requestId() } });
+    expect((await problem(bare, 400, "invalid")).errors).toEqual([{ field: "artifact_digest", message: "is required" }]);
+    const malformed = await post(id!, "register", { request_id: requestId(), manifest_digest: "sha256:ABC" });
+    expect((await problem(malformed, 400, "invalid")).errors).toEqual([expect.objectContaining({ field: "manifest_digest" })]);
+    expect((await replicaRow(db, id!)).health_revision).toBe(0);
+  });
+
+  it("refuses a register whose host runs another configuration revision than the instance's, and accepts the current one", async () => {
+    const fleet = await provisionFleet(db.registry, { prefix: "hevcfg", replicasPerTenant: 1 });
+    const id = fleet.replicas[0]!;
+    const loaded = await registrationEvidence(db.registry, id);
+    // The operator publishes a newer configuration: a host still running the old one may not register.
+    const { instanceId, tenant } = fleet.tenants[0]!;
+    await db.registry.publish([instance(instanceId, fleet.typeId, fleet.versionId, tenant, 2)]);
+    const stale = await problem(await post(id, "register", { request_id: requestId(), ...loaded }), 422, "admission");
+    expect(stale).toMatchObject({ field: "config_revision", expected: 2, replica_id: id, instance_id: instanceId });
+    expect(stale.detail).toMatch(/configuration revision 2/);
+    expect((await post(id, "register", { request_id: requestId(), ...loaded, config_revision: 2 })).status).toBe(200);
+  });
+
+  it("with ALLOW_REGISTRATION_WITHOUT_EVIDENCE, accepts a register stating none of it; one stating any must prove all", async () => {
+    const lenient = createTestApi(db.registry, { allowRegistrationWithoutEvidence: true });
+    const { replicas: ids } = await provisionFleet(db.registry, { prefix: "hevopt", replicasPerTenant: 3 });
+    const [bare, partial, wrong] = ids as [string, string, string];
+    const as = async (id: string, body: object) =>
+      lenient.call("POST", `/v1/replicas/${id}/register`, { token: await api.hostTokenFor(id), body: { request_id: requestId(), ...body } });
+    expect((await as(bare, {})).status).toBe(200);
+    const evidence = await registrationEvidence(db.registry, partial);
+    const { capability_count: _c, ...three } = evidence;
+    expect((await problem(await as(partial, three), 400, "invalid")).errors).toEqual([expect.objectContaining({ field: "capability_count" })]);
+    expect((await problem(await as(wrong, { ...evidence, capability_count: 7 }), 422, "admission")).field).toBe("capability_count");
+    expect((await as(wrong, evidence)).status).toBe(200);
   });
 });
 

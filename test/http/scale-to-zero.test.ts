@@ -15,7 +15,7 @@ import { startServer, type RunningServer } from "../../src/node.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { hostPrincipal, requestId } from "../support/fleet.js";
+import { hostPrincipal, registrationEvidence, requestId, type RegistrationEvidence } from "../support/fleet.js";
 import { TEST_SECRET } from "../support/http.js";
 import { provisionFleet, replicaRow, type ProvisionedFleet } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
@@ -24,6 +24,7 @@ let db: TestDatabase;
 let proxy: NeonProxy;
 let server: RunningServer;
 let fleet: ProvisionedFleet;
+let evidence: RegistrationEvidence;
 const clock = new SimulatedClock(Date.now());
 
 /** `url` (a test database URL) with its host and port replaced by the proxy's TCP port. */
@@ -51,6 +52,8 @@ beforeAll(async () => {
   const pgServer = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: pgServer.hostname, pgPort: Number(pgServer.port || 5432), tcp: true });
   fleet = await provisionFleet(db.registry, { prefix: "stz", replicasPerTenant: 1 });
+  // What the host runs, read once, directly: its registers then cost one statement each.
+  evidence = await registrationEvidence(db.registry, fleet.replicas[0]!);
   server = await startServer(
     {
       DATABASE_URL: throughProxy(db.dataUrl),
@@ -92,7 +95,7 @@ describe("an idle Node server", () => {
     clock.t = Date.now();
 
     proxy.stats.reset();
-    const registered = await call("POST", `/v1/replicas/${replicaId}/register`, host, { request_id: requestId(), lease_ttl_ms: 60_000 });
+    const registered = await call("POST", `/v1/replicas/${replicaId}/register`, host, { request_id: requestId(), lease_ttl_ms: 60_000, ...evidence });
     expect(registered.status).toBe(200);
     const route = await call("PUT", "/v1/routes/act_stz_1", gateway, { capability_id: fleet.capability });
     expect(route.status).toBe(201);
@@ -149,7 +152,7 @@ describe("waking up", () => {
     while (server.pools().some((pool) => pool.total > 0)) await new Promise((resolve) => setTimeout(resolve, 5));
     const [status, registered] = await Promise.all([
       call("GET", "/v1/fleet/status", operator),
-      call("POST", `/v1/replicas/${replicaId}/register`, host, { request_id: requestId(), lease_ttl_ms: 60_000 }),
+      call("POST", `/v1/replicas/${replicaId}/register`, host, { request_id: requestId(), lease_ttl_ms: 60_000, ...evidence }),
     ]);
     expect(status.status).toBe(200);
     expect(registered.status).toBe(200);
@@ -165,7 +168,12 @@ describe("waking up", () => {
     const registry = new Registry({ data: pgExecutor(pool) });
     const replicaId = fleet.replicas[0]!;
     try {
-      const answer = await registry.replicaLifecycle(replicaId, "register", { request_id: requestId(), lease_ttl_ms: 60_000 }, hostPrincipal(replicaId));
+      const answer = await registry.replicaLifecycle(
+        replicaId,
+        "register",
+        { request_id: requestId(), lease_ttl_ms: 60_000, ...evidence },
+        hostPrincipal(replicaId),
+      );
       proxy.suspend(1000);
       // A compute suspends after minutes without a statement: the pool has long noticed its
       // closed connections by then (and closes idle ones itself after 30 s).

@@ -70,10 +70,14 @@ export async function seedCatalogFleet(owner: pg.Pool | pg.Client, shape: FleetS
     INSERT INTO aip_connector_types (type_id, name, owner, enabled)
     SELECT 'ctype_fleet_' || t, 'Fleet type ' || t, 'org:fleet', true FROM generate_series(0, ${types - 1}) t;
 
-    INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest, manifest, attestation, supply_chain_qualified)
+    INSERT INTO aip_manifests (manifest_digest, manifest)
+    SELECT 'sha256:' || encode(sha256(convert_to('manifest ' || t || k, 'UTF8')), 'hex'), '{}'
+    FROM generate_series(0, ${types - 1}) t, unnest(ARRAY['active', 'old']) k;
+
+    INSERT INTO aip_connector_versions (version_id, type_id, version, status, artifact_digest, manifest_digest, attestation, supply_chain_qualified)
     SELECT 'cver_fleet_' || t || '_' || k, 'ctype_fleet_' || t, k, CASE k WHEN 'active' THEN 'active' ELSE 'revoked' END,
            'sha256:' || encode(sha256(convert_to('artifact ' || t || k, 'UTF8')), 'hex'),
-           'sha256:' || encode(sha256(convert_to('manifest ' || t || k, 'UTF8')), 'hex'), '{}', '{}', true
+           'sha256:' || encode(sha256(convert_to('manifest ' || t || k, 'UTF8')), 'hex'), '{}', true
     FROM generate_series(0, ${types - 1}) t, unnest(ARRAY['active', 'old']) k;
 
     INSERT INTO aip_version_capabilities (version_id, capability_id)

@@ -169,9 +169,48 @@ export const hostPrincipal = (replicaId: string) => `service:${replicaId}`;
 let requestCounter = 0;
 export const requestId = () => `msg_${Date.now().toString(16)}${(++requestCounter).toString(16).padStart(8, "0")}`;
 
-/** Register a provisioned replica and return its sequence. */
+/** What a registering host proves it runs (the register body's evidence members). */
+export interface RegistrationEvidence {
+  artifact_digest: string;
+  manifest_digest: string;
+  config_revision: number;
+  capability_count: number;
+}
+
+/** Well-formed evidence that proves nothing: for registers the registry refuses before it looks at evidence (an unknown replica). */
+export const WELL_FORMED_EVIDENCE: RegistrationEvidence = {
+  artifact_digest: `sha256:${"0".repeat(64)}`,
+  manifest_digest: `sha256:${"1".repeat(64)}`,
+  config_revision: 1,
+  capability_count: 1,
+};
+
+/**
+ * The evidence a host running exactly the replica's admitted version, with its instance's current
+ * configuration, states at register: read from the registry reader, as a test's stand-in for the
+ * host's own knowledge of its build.
+ */
+export async function registrationEvidence(registry: Registry, replicaId: string): Promise<RegistrationEvidence> {
+  const everything = { tenantId: null, peerPrincipalId: null };
+  const replica = await registry.registryRead("replica", replicaId, everything);
+  if (!replica) throw new Error(`no replica ${replicaId}`);
+  const [version, instance] = await Promise.all([
+    registry.registryRead("version", String(replica.version_id), everything),
+    registry.registryRead("instance", String(replica.instance_id), everything),
+  ]);
+  if (!version || !instance) throw new Error(`replica ${replicaId} has no version or instance`);
+  return {
+    artifact_digest: String(version.artifact_digest),
+    manifest_digest: String(version.manifest_digest),
+    config_revision: Number(instance.config_revision),
+    capability_count: (version.capabilities as unknown[]).length,
+  };
+}
+
+/** Register a provisioned replica (proving it runs its admitted version) and return its sequence. */
 export async function registerReplica(registry: Registry, replicaId: string, leaseTtlMs = 60_000): Promise<number> {
-  const answer = await registry.replicaLifecycle(replicaId, "register", { request_id: requestId(), lease_ttl_ms: leaseTtlMs }, hostPrincipal(replicaId));
+  const request = { request_id: requestId(), lease_ttl_ms: leaseTtlMs, ...(await registrationEvidence(registry, replicaId)) };
+  const answer = await registry.replicaLifecycle(replicaId, "register", request, hostPrincipal(replicaId));
   return answer.sequence;
 }
 

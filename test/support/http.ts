@@ -40,6 +40,7 @@ export function createTestApi(
     catalog?: CatalogServingOptions;
     routeRetention?: AppOptions["routeRetention"] | null;
     compressor?: Compressor;
+    allowRegistrationWithoutEvidence?: boolean;
   } = {},
 ): TestApi {
   const { routeRetention, ...rest } = options;

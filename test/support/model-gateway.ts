@@ -143,17 +143,17 @@ async function problemOf(response: Response): Promise<Refusal> {
   const problems: string[] = [];
   if (!type.startsWith("application/problem+json")) problems.push(`content-type ${type}`);
   if (body.status !== response.status) problems.push(`status member ${String(body.status)} on a ${response.status}`);
-  if (response.status >= 500 && code !== "storage" && code !== "replica-unavailable")
-    problems.push(`a ${response.status} that is not storage or replica-unavailable`);
+  if (response.status >= 500 && code !== "storage" && code !== "busy" && code !== "replica-unavailable")
+    problems.push(`a ${response.status} that is not storage, busy or replica-unavailable`);
   const retryAfter = response.headers.get("retry-after");
-  if (code === "storage" && (response.status !== 503 || !retryAfter || !(Number(retryAfter) >= 1))) {
-    problems.push(`storage answered ${response.status} with Retry-After ${retryAfter}`);
+  if ((code === "storage" || code === "busy") && (response.status !== 503 || !retryAfter || !(Number(retryAfter) >= 1))) {
+    problems.push(`${code} answered ${response.status} with Retry-After ${retryAfter}`);
   }
   const { type: _t, title: _ti, status: _s, detail: _d, code: _c, request_id: _r, ...extensions } = body;
   return {
     ok: false,
     code,
-    retryable: code === "storage",
+    retryable: code === "storage" || code === "busy",
     extensions,
     ...(typeof extensions.sqlstate === "string" ? { sqlstate: extensions.sqlstate } : {}),
     ...(problems.length ? { malformed: problems.join("; ") } : {}),

@@ -189,6 +189,8 @@ export interface ModelFleet {
   caps: string[];
   instances: string[][];
   replicas: { id: string; tenant: number; inst: number; zone: string }[];
+  /** What every host runs (the fleet's one version), as a register states it; config_revision is the instance's. */
+  evidence: { artifact_digest: string; manifest_digest: string; capability_count: number };
   /** The catalog state the setup publication produced, and its revision. */
   base: CatalogState;
   baseRevision: number;
@@ -201,7 +203,9 @@ async function publishFleet(gateway: Gateway, prefix: string, shape: ModelShape)
   const versionId = `cver_${prefix}`;
   const caps = Array.from({ length: CAPABILITIES }, (_, n) => capId(prefix, n));
   const tenants = Array.from({ length: shape.tenants }, (_, t) => `tenant-${prefix}-${t}`);
-  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, caps)];
+  const admitted = await version(versionId, typeId, caps);
+  const evidence = { artifact_digest: String(admitted.attestation.artifact_digest), manifest_digest: admitted.manifest_digest, capability_count: caps.length };
+  const changes: Record<string, unknown>[] = [connectorType(typeId), admitted];
   const base: CatalogState = { bindings: new Map(), instances: new Map(), policies: new Map(), versionActive: true };
   const instances: string[][] = [];
   const replicas: ModelFleet["replicas"] = [];
@@ -234,11 +238,16 @@ async function publishFleet(gateway: Gateway, prefix: string, shape: ModelShape)
   // Hosts come up; one replica per tenant on a 1 s lease, so leases really end during a run.
   await Promise.all(
     replicas.map(async (r, n) => {
-      const answered = await gateway.lifecycle(r.id, "register", { request_id: `msg_${prefix}_setup_${n}`, lease_ttl_ms: n % 4 === 3 ? 1000 : 60_000 });
+      const answered = await gateway.lifecycle(r.id, "register", {
+        request_id: `msg_${prefix}_setup_${n}`,
+        lease_ttl_ms: n % 4 === 3 ? 1000 : 60_000,
+        ...evidence,
+        config_revision: 1,
+      });
       if (!answered.ok) throw new Error(`model replica registration refused: ${answered.code}`);
     }),
   );
-  return { prefix, typeId, versionId, tenants, caps, instances, replicas, base, baseRevision: published.result.catalog_revision };
+  return { prefix, typeId, versionId, tenants, caps, instances, replicas, evidence, base, baseRevision: published.result.catalog_revision };
 }
 
 // The run ---------------------------------------------------------------------------------------------
@@ -317,7 +326,7 @@ async function eachLimit<T>(items: T[], limit: number, fn: (item: T) => Promise<
   );
 }
 
-/** Allowed refusals per command kind, besides `storage` (see isAllowedStorage). */
+/** Allowed refusals per command kind, besides `busy` and `storage` (see storageAllowed). */
 const ALLOWED: Record<string, string[]> = {
   resolve: ["binding-unavailable", "replica-unavailable", "capacity-exceeded", "admission"],
   retry: ["replica-unavailable", "capacity-exceeded"],
@@ -392,7 +401,9 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
     const actionTenant = new Map<string, { tenant: number; cap: number }>();
 
     const gateways = plan.map((_, w) => createGateway(transportOf(w), env, { applicationName: `aip-model-w${w}` }));
-    const storageAllowed = (r: Refusal) => r.code === "storage" && r.retryable && (faults || r.sqlstate === "55P03");
+    // Contention (a lock wait that ran out: nothing committed) may happen to any command; storage
+    // only when faults are injected.
+    const storageAllowed = (r: Refusal) => (r.code === "busy" && r.retryable) || (r.code === "storage" && r.retryable && faults);
     /** Tallies a refusal and reports it if this command may not give it. */
     const refused = (w: number, kind: string, r: Refusal): void => {
       tally(kind, r.code === "storage" ? `storage ${r.sqlstate ?? "(connection)"}` : r.code);
@@ -550,10 +561,15 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
             if (!sequence.ok) return refused(w, "sequence", sequence);
             previous = sequence.sequence;
           }
+          // A host states what it runs at register: the version, and the instance configuration
+          // as last published (a publication racing it makes the register an admission refusal).
+          const replica = fleet.replicas[command.replica]!;
+          const config = latest.instances.get(instanceKey(replica.tenant, replica.inst))!.config_revision;
           const answered = await gateway.lifecycle(replicaId, command.op, {
             request_id: `msg_${options.prefix}_${w}_${++requests}`,
             ...(previous !== undefined ? { previous_sequence: previous } : {}),
             ...(command.op === "offline" ? {} : { lease_ttl_ms: command.ttl }),
+            ...(command.op === "register" ? { ...fleet.evidence, config_revision: config } : {}),
           });
           report.operations++;
           if (!answered.ok) refused(w, "lifecycle", answered);
@@ -717,7 +733,7 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
       const settled = async <T>(call: () => Promise<Answer<T>>): Promise<Answer<T>> => {
         for (let attempt = 1; ; attempt++) {
           const answered = await call();
-          if (answered.ok || !(answered.code === "storage" && answered.retryable) || attempt >= 60) return answered;
+          if (answered.ok || !((answered.code === "storage" || answered.code === "busy") && answered.retryable) || attempt >= 60) return answered;
           await sleep(250);
         }
       };

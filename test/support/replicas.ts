@@ -8,7 +8,7 @@ import type { LifecycleOperation } from "../../src/schemas.js";
 import type { LifecycleRequest, Registry } from "../../src/registry/registry.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import type { TestDatabase } from "./database.js";
-import { binding, connectorType, instance, policy, replica, requestId, version, hostPrincipal } from "./fleet.js";
+import { binding, connectorType, instance, policy, registrationEvidence, replica, requestId, version, hostPrincipal } from "./fleet.js";
 
 export interface ProvisionedFleet {
   typeId: string;
@@ -51,8 +51,13 @@ export async function provisionFleet(
   return { typeId, versionId, capability, tenants, replicas: tenants.flatMap((t) => t.replicas) };
 }
 
-export function lifecycle(registry: Registry, replicaId: string, operation: LifecycleOperation, request: Partial<LifecycleRequest> = {}) {
-  return registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), ...request }, hostPrincipal(replicaId));
+/**
+ * One transition of the replica's own host. A register that states no evidence of what the host
+ * runs gets the evidence of the replica's admitted version and instance (registrationEvidence).
+ */
+export async function lifecycle(registry: Registry, replicaId: string, operation: LifecycleOperation, request: Partial<LifecycleRequest> = {}) {
+  const evidence = operation === "register" && !("artifact_digest" in request) ? await registrationEvidence(registry, replicaId) : {};
+  return registry.replicaLifecycle(replicaId, operation, { request_id: requestId(), ...evidence, ...request }, hostPrincipal(replicaId));
 }
 
 export interface ReplicaRow {

@@ -7,7 +7,7 @@
 import type pg from "pg";
 import { RegistryError } from "../../src/registry/errors.js";
 import type { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, policy, registerReplica, replica, version, hostPrincipal } from "./fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, version, hostPrincipal } from "./fleet.js";
 
 export interface ReplicaSpec {
   name: string;
@@ -132,6 +132,7 @@ export async function replicaTransition(registry: Registry, owner: pg.Pool, repl
       request_id: `msg_${replicaId}_${operation}_${health_revision}_${Math.random().toString(16).slice(2, 10)}`,
       previous_sequence: health_revision,
       ...(operation === "offline" ? {} : { lease_ttl_ms: 60_000 }),
+      ...(operation === "register" ? await registrationEvidence(registry, replicaId) : {}),
     },
     hostPrincipal(replicaId),
   );

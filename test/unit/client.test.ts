@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RegistryClient, RegistryProblem, type Change } from "../../src/client.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, replica, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, instance, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 let db: TestDatabase;
@@ -61,7 +61,8 @@ describe("RegistryClient", () => {
     expect(published).toMatchObject({ dry_run: false, changed: 5, catalog_revision: dry.catalog_revision });
     expect(await admin.adminGet("connector-types", "ctype_client")).toMatchObject({ id: "ctype_client", enabled: true });
 
-    const lease = await host.replicaLifecycle("crepl_client_a", "register", { request_id: requestId(), lease_ttl_ms: 60_000 });
+    const evidence = await registrationEvidence(db.registry, "crepl_client_a");
+    const lease = await host.replicaLifecycle("crepl_client_a", "register", { request_id: requestId(), lease_ttl_ms: 60_000, ...evidence });
     expect(lease).toMatchObject({ replica_id: "crepl_client_a", status: "ready" });
     const beat = await host.replicaLifecycle("crepl_client_a", "heartbeat", { request_id: requestId(), previous_sequence: lease.sequence });
     expect(beat.sequence).toBeGreaterThan(lease.sequence);

@@ -41,6 +41,8 @@ for (const transport of TRANSPORTS) {
     let replicaId: string;
     let sequence: number;
     let assignment: Record<string, unknown>;
+    /** What the replica's host states at register, read before any measurement. */
+    let evidence: Record<string, unknown>;
     const tokens: Record<string, string> = {};
 
     /** Runs `call` and returns its response and the traffic it caused at the proxy. */
@@ -56,6 +58,7 @@ for (const transport of TRANSPORTS) {
       const published = await publishFleet(api, fleet);
       replicaId = fleet.replicas[tenant] as string;
       sequence = published.sequences[replicaId] as number;
+      evidence = await api.registration(replicaId);
       tokens.admin = await api.admin();
       tokens.host = await api.host(replicaId);
       tokens.tenant = await api.tenant(tenant);
@@ -148,7 +151,7 @@ for (const transport of TRANSPORTS) {
       ],
       [
         "POST /v1/replicas/{id}/register",
-        () => () => api.call("POST", `/v1/replicas/${replicaId}/register`, { token: tokens.host, body: { request_id: lifecycleRequestId(p) } }),
+        () => () => api.call("POST", `/v1/replicas/${replicaId}/register`, { token: tokens.host, body: { request_id: lifecycleRequestId(p), ...evidence } }),
         200,
       ],
       ["GET /v1/fleet/status", () => () => api.call("GET", "/v1/fleet/status", { token: tokens.reader }), 200],
