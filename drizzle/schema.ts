@@ -267,6 +267,23 @@ export const catalogEntries = pgTable(
   ],
 );
 
+/**
+ * Each tenant's catalog revision: the catalog revision at which what the tenant can see (its live
+ * chains' capabilities and versions, aip_catalog_entries) last changed. Publication sets it in
+ * the same statement as the entries it re-derives (aip_refresh_catalog_entries,
+ * functions/30_catalog.sql), so it is exactly as consistent as the global revision and never
+ * exceeds it. A tenant without a row has never seen anything (revision 0). Tenant pages, ETags,
+ * cursors and caches are keyed on it: another tenant's publication leaves them valid.
+ */
+export const tenantCatalogRevisions = pgTable(
+  "aip_tenant_catalog_revisions",
+  {
+    tenantId: text("tenant_id").primaryKey(),
+    revision: revision("revision").notNull(),
+  },
+  (t) => [check("aip_tenant_catalog_revisions_nonneg", sql`${t.revision} >= 0`)],
+);
+
 /** Shared in-flight counters, one per (scope kind, key); rows are kept at zero, never deleted. */
 export const admissionCounters = pgTable(
   "aip_admission_counters",

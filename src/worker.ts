@@ -146,7 +146,7 @@ class WorkerRuntime implements ClockHost {
   /** Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its next cycle. */
   readonly retention: RetentionSettings | undefined;
   private readonly retentionSchedule: RetentionSchedule | undefined;
-  /** The newest catalog revision this isolate has seen confirmed, for every app it builds. */
+  /** The newest catalog revision of each tenant this isolate has seen confirmed, for every app it builds. */
   readonly confirmedRevision = new ConfirmedRevision();
   /** The location's catalog cache (Cache API, behind an in-isolate memory cache); none when disabled or unavailable. */
   private readonly catalogCache: EdgeCatalogCache | undefined;

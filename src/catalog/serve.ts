@@ -1,8 +1,10 @@
 /**
  * Serving catalog answers at the speed of a cache, without weakening one catalog guarantee.
  *
- * An answer (a page, or one definition) is a function of (tenant, request, catalog revision), and
- * the revision changes only when a publication commits. So every request is still exactly one
+ * An answer (a page, or one definition) is a function of (tenant, request, the tenant's catalog
+ * revision): the revision at which what the tenant can see last changed, which moves only when a
+ * publication that reaches the tenant commits (functions/30_catalog.sql). Another tenant's
+ * publication leaves this tenant's cached answers, validators and cursors current. So every request is still exactly one
  * statement, but on a warm cache that statement only confirms, under the shared publication lock,
  * that the cached answer's revision is still current (the page function's if_revision
  * short-circuit): the page is not built, not sent over the wire and not parsed or serialized
@@ -128,58 +130,80 @@ function cursorRevision(cursor: string | undefined): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
+/** The tenant key of revision bookkeeping: a read without a tenant has one of its own (always revision 0). */
+export const tenantKey = (tenantId: string | null) => tenantId ?? "";
+
 /**
- * The newest revision the database has confirmed current here, and when. It belongs to the
- * process (a Worker isolate), not to one request: a runtime that builds an app per request passes
- * the same instance to each.
+ * The newest revision of each tenant's catalog the database has confirmed current here, and when.
+ * It belongs to the process (a Worker isolate), not to one request: a runtime that builds an app
+ * per request passes the same instance to each. At most `maxTenants` are remembered (the least
+ * recently confirmed is forgotten first; a forgotten tenant is simply confirmed again).
  */
 export class ConfirmedRevision {
-  private revision = -1;
-  private at = 0;
+  private readonly tenants = new Map<string, { revision: number; at: number }>();
 
-  confirm(revision: number, at: number): void {
-    if (revision > this.revision) {
-      this.revision = revision;
-      this.at = at;
-    } else if (revision === this.revision) {
-      this.at = Math.max(this.at, at);
+  constructor(private readonly maxTenants = 100_000) {}
+
+  confirm(tenant: string, revision: number, at: number): void {
+    const known = this.tenants.get(tenant);
+    if (known && revision < known.revision) return;
+    const entry = known && revision === known.revision ? { revision, at: Math.max(known.at, at) } : { revision, at };
+    this.tenants.delete(tenant);
+    this.tenants.set(tenant, entry);
+    if (this.tenants.size > this.maxTenants) {
+      for (const oldest of this.tenants.keys()) {
+        this.tenants.delete(oldest);
+        break;
+      }
     }
   }
 
-  /** An answer at `revision` may be served unconfirmed: it is the newest known, confirmed within the bound. */
-  current(revision: number, now: number, maxStalenessMs: number): boolean {
-    return maxStalenessMs > 0 && revision === this.revision && now - this.at <= maxStalenessMs;
+  /** An answer of `tenant` at `revision` may be served unconfirmed: the newest known for it, confirmed within the bound. */
+  current(tenant: string, revision: number, now: number, maxStalenessMs: number): boolean {
+    if (maxStalenessMs <= 0) return false;
+    const known = this.tenants.get(tenant);
+    return known !== undefined && revision === known.revision && now - known.at <= maxStalenessMs;
   }
 }
 
 /**
- * The catalog revision as of a read that started after the caller asked: `current()` joins the
- * check that will start next, never one already running (it may have read its snapshot before the
- * caller's request arrived, and missed a publication the caller must see). At most one check runs
- * at a time, and every caller that arrived while it ran shares the one after it.
+ * A tenant's catalog revision as of a read that started after the caller asked: `current()` joins
+ * the check that will start next, never one already running (it may have read its snapshot before
+ * the caller's request arrived, and missed a publication the caller must see). At most one check
+ * runs at a time, and every caller that arrived while it ran shares the one after it, whatever its
+ * tenant: one statement reads the revisions of every tenant asked for.
  */
 export class SharedRevisionCheck {
-  private running: Promise<number> | null = null;
-  private next: Promise<number> | null = null;
+  private running: Promise<unknown> | null = null;
+  private next: { tenants: Set<string>; revisions: Promise<Map<string, number>> } | null = null;
 
-  constructor(private readonly read: () => Promise<number>) {}
+  constructor(private readonly read: (tenants: readonly string[]) => Promise<Map<string, number>>) {}
 
-  current(): Promise<number> {
-    if (!this.running) return this.start();
-    this.next ??= this.running.then(
-      () => this.startNext(),
-      () => this.startNext(),
-    );
-    return this.next;
+  current(tenant: string): Promise<number> {
+    let revisions: Promise<Map<string, number>>;
+    if (!this.running) {
+      revisions = this.start(new Set([tenant]));
+    } else {
+      if (!this.next) {
+        const tenants = new Set<string>();
+        const startNext = () => {
+          this.next = null;
+          return this.start(tenants);
+        };
+        this.next = { tenants, revisions: this.running.then(startNext, startNext) };
+      }
+      this.next.tenants.add(tenant);
+      revisions = this.next.revisions;
+    }
+    return revisions.then((map) => {
+      const revision = map.get(tenant);
+      if (revision === undefined) throw new Error(`the revision check did not answer for tenant ${JSON.stringify(tenant)}`);
+      return revision;
+    });
   }
 
-  private startNext(): Promise<number> {
-    this.next = null;
-    return this.start();
-  }
-
-  private start(): Promise<number> {
-    const check = this.read();
+  private start(tenants: Set<string>): Promise<Map<string, number>> {
+    const check = this.read([...tenants]);
     this.running = check;
     const done = () => {
       if (this.running === check) this.running = null;
@@ -200,7 +224,7 @@ export class CatalogServer {
   ) {
     this.confirmed = options.confirmed ?? new ConfirmedRevision();
     this.now = options.now ?? Date.now;
-    this.revisionCheck = options.sharedRevisionCheck && options.cache ? new SharedRevisionCheck(() => registry.catalogRevision()) : undefined;
+    this.revisionCheck = options.sharedRevisionCheck && options.cache ? new SharedRevisionCheck((tenants) => registry.catalogRevisions(tenants)) : undefined;
   }
 
   /** Whether answers depend on Accept-Encoding (they are then sent with `Vary: Accept-Encoding`). */
@@ -209,18 +233,19 @@ export class CatalogServer {
   }
 
   page(tenantId: string | null, query: CatalogQuery, request: CatalogRequest = {}): Promise<CatalogOutcome> {
-    return this.serve(pageKey(tenantId, query), request, cursorRevision(query.cursor), (ifRevision) =>
+    return this.serve(tenantKey(tenantId), pageKey(tenantId, query), request, cursorRevision(query.cursor), (ifRevision) =>
       this.registry.catalogPageText(tenantId, query, ifRevision),
     );
   }
 
   definition(tenantId: string | null, capabilityId: string, request: CatalogRequest = {}): Promise<CatalogOutcome> {
-    return this.serve(definitionKey(tenantId, capabilityId), request, undefined, (ifRevision) =>
+    return this.serve(tenantKey(tenantId), definitionKey(tenantId, capabilityId), request, undefined, (ifRevision) =>
       this.registry.catalogGetText(tenantId, capabilityId, ifRevision),
     );
   }
 
   private async serve(
+    tenant: string,
     key: string,
     request: CatalogRequest,
     fromRevision: number | undefined,
@@ -247,7 +272,7 @@ export class CatalogServer {
     if (
       cached &&
       (fromRevision === undefined || fromRevision === cached.revision) &&
-      this.confirmed.current(cached.revision, this.now(), this.options.maxStalenessMs ?? 0)
+      this.confirmed.current(tenant, cached.revision, this.now(), this.options.maxStalenessMs ?? 0)
     ) {
       if (validator === "any" || validator === cached.revision) return { status: 304, revision: cached.revision, etag: etag(cached.revision), cache: "hit" };
       return { status: 200, revision: cached.revision, etag: etag(cached.revision), body: await served(cached), coding, cache: "hit" };
@@ -255,8 +280,8 @@ export class CatalogServer {
 
     // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
     if (cached && this.revisionCheck && (fromRevision === undefined || fromRevision === cached.revision)) {
-      const current = await this.revisionCheck.current().catch(() => undefined);
-      if (current !== undefined) this.confirmed.confirm(current, this.now());
+      const current = await this.revisionCheck.current(tenant).catch(() => undefined);
+      if (current !== undefined) this.confirmed.confirm(tenant, current, this.now());
       if (current === cached.revision) {
         if (validator === "any" || validator === current) return { status: 304, revision: current, etag: etag(current), cache: "revalidated" };
         return { status: 200, revision: current, etag: etag(current), body: await served(cached), coding, cache: "revalidated" };
@@ -264,12 +289,15 @@ export class CatalogServer {
     }
 
     // One statement: "not modified" at the newest revision we (or the client) hold, or the answer.
+    // "Not modified" says the tenant's content has not changed since that revision: the answer
+    // reports the tenant's revision, at most the one sent (an issued validator always names it).
     const newest = Math.max(cached?.revision ?? -1, typeof validator === "number" ? validator : -1);
     const answer = await read(validator === "any" ? ANY_REVISION : newest >= 0 ? newest : null);
-    this.confirmed.confirm(answer.catalog_revision, this.now());
+    this.confirmed.confirm(tenant, answer.catalog_revision, this.now());
     const revision = answer.catalog_revision;
     if (answer.not_modified) {
-      if (validator === "any" || validator === revision) return { status: 304, revision, etag: etag(revision), cache: "revalidated" };
+      if (validator === "any" || (typeof validator === "number" && validator >= revision))
+        return { status: 304, revision, etag: etag(revision), cache: "revalidated" };
       // The validator we sent was the cached answer's: serve it.
       if (cached?.revision === revision) return { status: 200, revision, etag: etag(revision), body: await served(cached), coding, cache: "revalidated" };
       throw new Error(`catalog answered "not modified" at revision ${revision}, which nothing here holds`);

@@ -128,11 +128,18 @@ export class Registry {
     );
   }
 
-  /** The catalog's committed revision (from the catalog executor, a standby's when configured). */
-  async catalogRevision(): Promise<number> {
+  /**
+   * The committed catalog revisions of these tenants ("" for a read without a tenant: always 0),
+   * from the catalog executor (a standby's when configured), in one statement.
+   */
+  async catalogRevisions(tenantIds: readonly string[]): Promise<Map<string, number>> {
     try {
-      const [row] = await (this.executors.catalog ?? this.executors.data).query<{ revision: string }>("SELECT aip_catalog_revision_now()::text AS revision");
-      return Number(row?.revision);
+      const rows = await (this.executors.catalog ?? this.executors.data).query<{ tenant_id: string; revision: string }>(
+        // A JSON array, not a driver's array literal: the same text on pg, PGlite and Neon.
+        "SELECT tenant_id, revision::text AS revision FROM aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))",
+        [json(tenantIds)],
+      );
+      return new Map(rows.map((row) => [row.tenant_id, Number(row.revision)]));
     } catch (error) {
       throw fromDatabaseError(error);
     }

@@ -30,7 +30,7 @@ const CONTROL_FUNCTIONS = [
 const DATA_FUNCTIONS = [
   "aip_catalog_get(text,text,bigint)",
   "aip_catalog_page(text,jsonb,bigint)",
-  "aip_catalog_revision_now()",
+  "aip_catalog_revisions_now(text[])",
   "aip_check_invariants()",
   "aip_expire_leases(integer)",
   "aip_fleet_regions(integer)",
