@@ -80,10 +80,16 @@ export function catalogConformance(api: Api): void {
       expectProblem(await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(id)}`, { token: tokenB }), 404, "not-found");
     });
 
-    it("409 stale-cursor after a publication; page 1 works again", async () => {
+    it("a cursor survives another tenant's publication; 409 stale-cursor after one that reaches the tenant; page 1 works again", async () => {
       const first = await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenA });
       const cursor = first.body.next_cursor as string;
+      const etag = first.headers.get("etag")!;
       await api.publish([{ ...binding(tenantB, fleet.capabilities[1] as string, `cinst_${api.prefix}_cat_b`) }]);
+      const next = await api.call("GET", `/v1/catalog/capabilities?limit=1&cursor=${encodeURIComponent(cursor)}`, { token: tokenA });
+      expect(next.status).toBe(200);
+      expect(next.body).toMatchObject({ catalog_revision: first.body.catalog_revision, capabilities: [{ capability: { id: fleet.capabilities[1] } }] });
+      expect((await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenA, headers: { "if-none-match": etag } })).status).toBe(304);
+      await api.publish([{ ...binding(tenantA, fleet.capabilities[2] as string, fleet.instances[tenantA]!), enabled: false, policy_revision: 2 }]);
       const stale = await api.call("GET", `/v1/catalog/capabilities?limit=1&cursor=${encodeURIComponent(cursor)}`, { token: tokenA });
       expectProblem(stale, 409, "stale-cursor");
       const restarted = await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenA });
