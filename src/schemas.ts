@@ -377,7 +377,12 @@ export const CapabilityDefinition = z
 
 export const CatalogPage = z
   .object({
-    catalog_revision: Revision.openapi({ description: "The one publication every item of the page was read at." }),
+    catalog_revision: Revision.openapi({
+      description:
+        "For a tenant's page, the tenant's catalog revision: the publication at which what this tenant sees last changed (other tenants' " +
+        "publications do not move it; it never decreases). Every item of the page was read at it. The internal read of every active " +
+        "definition (`unbound=true`) carries the global catalog revision.",
+    }),
     capabilities: z.array(CapabilityDefinition).openapi({ description: "In capability ID order." }),
     next_cursor: z.string().nullable().openapi({ description: "Opaque; pass it back as `cursor` with the same filters. Null on the last page." }),
     total: Count.openapi({ description: "Every match of the filters at `catalog_revision`, on all pages." }),
@@ -386,7 +391,12 @@ export const CatalogPage = z
   .openapi("CatalogPage");
 export type CatalogPage = z.infer<typeof CatalogPage>;
 
-export const CatalogEntry = z.object({ catalog_revision: Revision, definition: CapabilityDefinition }).openapi("CatalogEntry");
+export const CatalogEntry = z
+  .object({
+    catalog_revision: Revision.openapi({ description: "The tenant's catalog revision the definition was read at (see CatalogPage)." }),
+    definition: CapabilityDefinition,
+  })
+  .openapi("CatalogEntry");
 export type CatalogEntry = z.infer<typeof CatalogEntry>;
 
 /**

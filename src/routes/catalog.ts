@@ -35,7 +35,7 @@ const CacheHeaders = {
   },
   "Cache-Control": { description: "`private, no-cache`: one tenant's answer, revalidated on every use.", schema: { type: "string" as const } },
 };
-const NotModified = { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders };
+const NotModified = { description: "Not modified: the tenant's catalog revision still matches If-None-Match", headers: CacheHeaders };
 
 /**
  * Where a Worker must be told about work that outlives the response; nowhere on Node. Looked up
@@ -83,10 +83,11 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
       description:
         `Ordered by capability ID, bounded by item count (\`limit\`, default ${CATALOG_PAGE.default}, clamped to [1, ${CATALOG_PAGE.max}]) and by the summed ` +
         `canonical size of the definitions (\`page_bytes\` at most \`max_bytes\`, default and maximum ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB), all read at one ` +
-        "catalog revision; `total` counts every match at that revision. Pass `next_cursor` back as `cursor` with the same " +
-        "filters; after a publication the cursor is stale (409 `stale-cursor`): restart from the first page. Replica " +
-        "heartbeats, leases and capacity never change the revision. `If-None-Match` with the ETag answers 304 while the " +
-        "revision is unchanged.",
+        "catalog revision, the tenant's: the publication at which what this tenant sees last changed. `total` counts every match " +
+        "at that revision. Pass `next_cursor` back as `cursor` with the same filters; after a publication that changes what the " +
+        "tenant sees the cursor is stale (409 `stale-cursor`): restart from the first page. Other tenants' publications, replica " +
+        "heartbeats, leases and capacity never change the tenant's revision. `If-None-Match` with the ETag answers 304 while the " +
+        "tenant's revision is unchanged.",
       security: bearer,
       middleware: [requireScope("catalog:read")],
       request: { query: CatalogQuery, headers: IfNoneMatch },
