@@ -228,8 +228,9 @@ async function main() {
   }
   const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
   const sides: Record<"A" | "B", BenchDatabase> = {
-    A: await freshDatabase(server, "aip_bench_ab_a"),
-    B: await freshDatabase(server, "aip_bench_ab_b"),
+    // BENCH_DATABASE_NAME: another prefix, so that two runs on one server cannot drop each other's databases.
+    A: await freshDatabase(server, `${process.env.BENCH_DATABASE_NAME ?? "aip_bench_ab"}_a`),
+    B: await freshDatabase(server, `${process.env.BENCH_DATABASE_NAME ?? "aip_bench_ab"}_b`),
   };
   try {
     const seeds = await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }))));
