@@ -3,7 +3,22 @@
  * BENCH_DATABASE_URL (a superuser URL of any database on the server) replaces the machine's
  * PostgreSQL at postgres://postgres@127.0.0.1:5432.
  */
-export const SUITES = ["cost", "routing", "catalog", "catalog-http", "contention", "limits", "http", "publication", "scale", "partition", "pglite"] as const;
+export const SUITES = [
+  "cost",
+  "routing",
+  "catalog",
+  "catalog-http",
+  "catalog-churn",
+  "contention",
+  "limits",
+  "http",
+  "publication",
+  "scale",
+  "partition",
+  "pglite",
+] as const;
+/** Suites that build databases of their own: the reference fleet is seeded only for the others. */
+export const OWN_DATABASE_SUITES: readonly Suite[] = ["catalog-churn", "scale", "partition", "pglite"];
 export type Suite = (typeof SUITES)[number];
 
 export interface Options {

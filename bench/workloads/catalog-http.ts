@@ -27,10 +27,11 @@ import { tenantId, type Layout } from "../lib/layout.js";
 import { observe } from "../lib/observe.js";
 import type { BenchDatabase } from "../lib/target.js";
 
-const SECRET = "aip-bench-secret-aip-bench-secret-0123456789";
+export const SECRET = "aip-bench-secret-aip-bench-secret-0123456789";
 const PAGE = 50;
 
-async function startServer(db: BenchDatabase, env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
+/** The Node server (bench/workloads/http-server.ts) in its own process over `db`, data plane only. */
+export async function startServer(db: BenchDatabase, env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./http-server.ts", import.meta.url))], {
     env: {
       ...process.env,
