@@ -73,12 +73,15 @@ $$;
 
 -- Re-evaluates the entries of the given instances after a publication changed them (their
 -- bindings, their status or version, their version's status or qualification, their type), and
--- moves the revision of every tenant whose visible catalog this changed to p_revision (the one the
--- publication commits). What a tenant sees is a function of the set of (capability, version) of
--- its entries: definitions are immutable per capability ID and profiles per version, so a shared
--- record (version status or qualification, type enablement) reaches the tenant exactly through the
--- entries it adds or removes. A (tenant, capability, version) the refresh removed or added counts
--- unless another instance of the tenant, untouched here, still provides it.
+-- records what that changed for each tenant, at p_revision (the revision the publication commits):
+-- the tenant's catalog revision (aip_tenant_catalog_revisions) and its change feed
+-- (aip_catalog_changes: per capability added, changed or removed).
+--
+-- What a tenant sees is a function of the set of (capability, version) of its entries: definitions
+-- are immutable per capability ID and profiles per version, so a shared record (version status or
+-- qualification, type enablement) reaches the tenant exactly through the entries it adds or
+-- removes. A (tenant, capability, version) the refresh removed or added counts unless another
+-- instance of the tenant, untouched here, still provides it.
 CREATE FUNCTION aip_refresh_catalog_entries(p_instance_ids text[], p_revision bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -100,22 +103,44 @@ BEGIN
                  RETURNING tenant_id, capability_id, version_id)
   SELECT array_agg(tenant_id), array_agg(capability_id), array_agg(version_id)
   INTO n_tenants, n_capabilities, n_versions FROM added;
-  INSERT INTO aip_tenant_catalog_revisions AS r (tenant_id, revision)
-  SELECT DISTINCT x.tenant_id, p_revision
-  FROM ((SELECT * FROM unnest(o_tenants, o_capabilities, o_versions) EXCEPT SELECT * FROM unnest(n_tenants, n_capabilities, n_versions))
-        UNION
-        (SELECT * FROM unnest(n_tenants, n_capabilities, n_versions) EXCEPT SELECT * FROM unnest(o_tenants, o_capabilities, o_versions))
-       ) x(tenant_id, capability_id, version_id)
-  WHERE NOT EXISTS (SELECT 1 FROM aip_catalog_entries e
-                    WHERE e.tenant_id = x.tenant_id AND e.capability_id = x.capability_id
-                      AND e.version_id = x.version_id AND e.instance_id <> ALL (p_instance_ids))
-  ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision;
+  IF o_tenants IS NULL AND n_tenants IS NULL THEN
+    RETURN;
+  END IF;
+  WITH diff AS (
+    SELECT DISTINCT x.tenant_id, x.capability_id
+    FROM ((SELECT * FROM unnest(o_tenants, o_capabilities, o_versions) EXCEPT SELECT * FROM unnest(n_tenants, n_capabilities, n_versions))
+          UNION ALL
+          (SELECT * FROM unnest(n_tenants, n_capabilities, n_versions) EXCEPT SELECT * FROM unnest(o_tenants, o_capabilities, o_versions))
+         ) x(tenant_id, capability_id, version_id)
+    WHERE NOT EXISTS (SELECT 1 FROM aip_catalog_entries e
+                      WHERE e.tenant_id = x.tenant_id AND e.capability_id = x.capability_id
+                        AND e.version_id = x.version_id AND e.instance_id <> ALL (p_instance_ids))),
+  changed AS (
+    SELECT d.tenant_id, d.capability_id,
+           EXISTS (SELECT 1 FROM aip_catalog_entries e WHERE e.tenant_id = d.tenant_id AND e.capability_id = d.capability_id) AS visible,
+           (EXISTS (SELECT 1 FROM unnest(o_tenants, o_capabilities) o(tenant_id, capability_id)
+                    WHERE o.tenant_id = d.tenant_id AND o.capability_id = d.capability_id)
+            OR EXISTS (SELECT 1 FROM aip_catalog_entries e WHERE e.tenant_id = d.tenant_id AND e.capability_id = d.capability_id
+                         AND e.instance_id <> ALL (p_instance_ids))) AS was_visible
+    FROM diff d),
+  tenants AS (
+    INSERT INTO aip_tenant_catalog_revisions AS r (tenant_id, revision)
+    SELECT DISTINCT c.tenant_id, p_revision FROM changed c
+    ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision)
+  INSERT INTO aip_catalog_changes AS f (tenant_id, capability_id, revision, visible, visible_since, changed_at)
+  SELECT c.tenant_id, c.capability_id, p_revision, c.visible,
+         CASE WHEN NOT c.visible THEN NULL WHEN c.was_visible THEN 0 ELSE p_revision END, now()
+  FROM changed c
+  ON CONFLICT (tenant_id, capability_id) DO UPDATE
+  SET revision = excluded.revision, visible = excluded.visible, changed_at = excluded.changed_at,
+      -- Visible before and after: it keeps the revision it became visible at.
+      visible_since = CASE WHEN excluded.visible_since = 0 AND f.visible THEN f.visible_since ELSE excluded.visible_since END;
 END
 $$;
 
 -- Rebuilds every entry (owner only: after loading a fleet with plain SQL, as the benchmark does),
 -- as a publication of its own: the revision advances and every tenant that has or had entries is
--- at it.
+-- at it, its change feed starting there (a feed from before is 410: re-list).
 CREATE FUNCTION aip_rebuild_catalog_entries() RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -130,7 +155,8 @@ BEGIN
   INSERT INTO aip_tenant_catalog_revisions AS r (tenant_id, revision)
   SELECT DISTINCT e.tenant_id, v_revision FROM aip_catalog_entries e
   ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision;
-  UPDATE aip_tenant_catalog_revisions SET revision = v_revision WHERE revision < v_revision;
+  UPDATE aip_tenant_catalog_revisions SET revision = v_revision, changes_floor = v_revision;
+  DELETE FROM aip_catalog_changes;
   RETURN v_rows;
 END
 $$;

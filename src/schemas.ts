@@ -436,6 +436,41 @@ export const CatalogQuery = z.object({
     }),
 });
 
+/** GET /v1/catalog/changes: the tenant's catalog changes after a revision (functions/31_catalog_changes.sql). */
+export const CatalogChangesQuery = z.object({
+  since: QueryInteger().min(0).max(JSON_INTEGER_MAX).openapi({
+    description: "A `catalog_revision` the registry answered this tenant (a catalog page's, or the previous changes page's): the changes after it.",
+  }),
+  cursor: CatalogQuery.shape.cursor.openapi({ description: "`next_cursor` of the previous changes page, with the same `since`." }),
+  limit: PageSize(CATALOG_PAGE, "Changes per page"),
+  max_bytes: CatalogQuery.shape.max_bytes,
+});
+
+export const CatalogChange = z
+  .object({
+    capability_id: z.string(),
+    change: z.enum(["added", "changed", "removed"]).openapi({
+      description:
+        "`added`: visible now and not at `since`; `changed`: visible at both, its implementing versions changed; `removed`: no longer visible (a tombstone, without a definition).",
+    }),
+    revision: Revision.openapi({ description: "The tenant's catalog revision at which it last changed." }),
+    definition: CapabilityDefinition.nullable().openapi({ description: "The definition as the catalog serves it; null when removed." }),
+  })
+  .openapi("CatalogChange");
+
+export const CatalogChanges = z
+  .object({
+    catalog_revision: Revision.openapi({
+      description:
+        "The tenant's catalog revision this page answers at. After the last page (next_cursor null), the caller holds the catalog at it: poll with since set to it.",
+    }),
+    since: Revision,
+    changes: z.array(CatalogChange).openapi({ description: "In (revision, capability ID) order." }),
+    next_cursor: z.string().nullable().openapi({ description: "Opaque; pass it back as `cursor` with the same `since`. Null on the last page." }),
+  })
+  .openapi("CatalogChanges");
+export type CatalogChanges = z.infer<typeof CatalogChanges>;
+
 // Replica lifecycle -----------------------------------------------------------------------------
 export const LifecycleOperation = z.enum(LIFECYCLE_OPERATIONS);
 export type LifecycleOperation = z.infer<typeof LifecycleOperation>;

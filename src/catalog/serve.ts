@@ -30,7 +30,7 @@
  * the ETag of the coding this request would get.
  */
 import { negotiateCoding, type Compressor, type ContentCoding } from "../http/compression.js";
-import { ANY_REVISION, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
+import { ANY_REVISION, type CatalogChangesQuery, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
 import type { CachedCatalogAnswer, CatalogCache } from "./cache.js";
 
 export interface CatalogServingOptions {
@@ -158,6 +158,13 @@ export class ConfirmedRevision {
     }
   }
 
+  /** The tenant's newest known revision, if it was confirmed within the bound. */
+  fresh(tenant: string, now: number, maxStalenessMs: number): number | undefined {
+    if (maxStalenessMs <= 0) return undefined;
+    const known = this.tenants.get(tenant);
+    return known !== undefined && now - known.at <= maxStalenessMs ? known.revision : undefined;
+  }
+
   /** An answer of `tenant` at `revision` may be served unconfirmed: the newest known for it, confirmed within the bound. */
   current(tenant: string, revision: number, now: number, maxStalenessMs: number): boolean {
     if (maxStalenessMs <= 0) return false;
@@ -242,6 +249,24 @@ export class CatalogServer {
     return this.serve(tenantKey(tenantId), definitionKey(tenantId, capabilityId), request, undefined, (ifRevision) =>
       this.registry.catalogGetText(tenantId, capabilityId, ifRevision),
     );
+  }
+
+  /**
+   * The tenant's catalog changes after `query.since` (GET /v1/catalog/changes), not cached: 304
+   * when nothing changed since, which within the staleness bound costs no statement at all when
+   * this process confirmed the tenant's revision at or before `since`; otherwise one statement.
+   * The strong ETag names the tenant's revision and the request.
+   */
+  async changes(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogOutcome> {
+    const tenant = tenantKey(tenantId);
+    const digest = keyDigest(JSON.stringify(["changes", tenantId, query.since, query.cursor ?? null, query.limit ?? null, query.max_bytes ?? null]));
+    const known = query.cursor === undefined ? this.confirmed.fresh(tenant, this.now(), this.options.maxStalenessMs ?? 0) : undefined;
+    if (known !== undefined && query.since >= known) return { status: 304, revision: known, etag: etagOf(known, digest), cache: "hit" };
+    const answer = await this.registry.catalogChangesText(tenantId, query);
+    this.confirmed.confirm(tenant, answer.catalog_revision, this.now());
+    const etag = etagOf(answer.catalog_revision, digest);
+    if (answer.not_modified || answer.text === null) return { status: 304, revision: answer.catalog_revision, etag, cache: "revalidated" };
+    return { status: 200, revision: answer.catalog_revision, etag, body: answer.text, coding: null, cache: "miss" };
   }
 
   private async serve(

@@ -35,6 +35,8 @@ import { REPLICA_BEHIND_SQLSTATE, RegistryError, fromDatabaseError } from "./err
 
 // What the functions take: the request schemas' validated output (src/schemas.ts).
 export type CatalogQuery = z.output<typeof S.CatalogQuery>;
+export type CatalogChangesQuery = z.output<typeof S.CatalogChangesQuery>;
+export type CatalogChanges = S.CatalogChanges;
 export type TopologyPreference = z.output<typeof S.TopologyPreference>;
 export type LifecycleRequest = z.output<typeof S.LifecycleRequest>;
 export type LifecycleResult = z.infer<typeof S.LifecycleResponse>;
@@ -126,6 +128,31 @@ export class Registry {
       "SELECT catalog_revision::text AS revision, definition AS text, not_modified FROM aip_catalog_get($1::text, $2::text, $3::bigint)",
       [tenantId, capabilityId, ifRevision],
     );
+  }
+
+  /**
+   * The tenant's catalog changes after `query.since` as JSON text (functions/31_catalog_changes.sql),
+   * or not_modified (text null) when nothing changed since.
+   */
+  catalogChangesText(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogText> {
+    return this.catalogRead(
+      "SELECT r->>'catalog_revision' AS revision, CASE WHEN r->>'not_modified' IS NULL THEN r::text END AS text, r->>'not_modified' IS NOT NULL AS not_modified FROM aip_catalog_changes($1::text, $2::jsonb) AS r",
+      [tenantId, json(query)],
+    );
+  }
+
+  /** The tenant's catalog changes after `query.since`; null when nothing changed since. */
+  async catalogChanges(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogChanges | null> {
+    const answer = await this.catalogChangesText(tenantId, query);
+    return answer.text === null ? null : (JSON.parse(answer.text) as CatalogChanges);
+  }
+
+  /**
+   * Maintenance: removes up to `limit` of the oldest catalog change tombstones outside the history
+   * kept, raising the affected tenants' oldest answerable `since`.
+   */
+  trimCatalogChanges(keepRevisions: number, keepSeconds: number, limit: number): Promise<{ trimmed: number; backlog: boolean }> {
+    return this.data("aip_trim_catalog_changes($1::bigint, $2::bigint, $3::integer)", [keepRevisions, keepSeconds, limit]);
   }
 
   /**

@@ -19,7 +19,7 @@ import { requireScope } from "../http/guards.js";
 import { CATALOG_PAGE, CATALOG_PAGE_BYTES } from "../limits.js";
 import { CATALOG_CACHE_HEADER } from "../observability/request-info.js";
 import { RegistryError } from "../registry/errors.js";
-import { CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
+import { CatalogChanges, CatalogChangesQuery, CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
 import { bearer, json, pathId, problems } from "./common.js";
 
 const IfNoneMatch = z.object({
@@ -100,6 +100,35 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
     async (c) => {
       const outcome = await catalog.page(c.get("principal").tenantId, c.req.valid("query"), catalogRequest(c));
       return respond(c, catalog, outcome, () => new RegistryError("internal", "a catalog page is never missing"));
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/catalog/changes",
+      operationId: "catalogChanges",
+      tags: ["catalog"],
+      summary: "What changed in the token's tenant's catalog after a revision",
+      description:
+        "The capabilities of the tenant that were added, changed (with their definitions) or removed (tombstones) after `since`, " +
+        "a `catalog_revision` the registry answered this tenant (a catalog page's, or the last changes page's), in pages ordered by " +
+        "(revision, capability ID). After the last page the caller holds the catalog at that page's `catalog_revision`: poll " +
+        "again with `since` set to it. 304 when nothing changed since (one index lookup; none at all within the server's " +
+        "staleness bound). 410 `changes-expired` when `since` is older than the history kept (`CATALOG_CHANGES_KEEP_REVISIONS`, " +
+        "`CATALOG_CHANGES_KEEP_SECONDS`): list the catalog again. Gateway sync recipe: docs/catalog-sync.md.",
+      security: bearer,
+      middleware: [requireScope("catalog:read")],
+      request: { query: CatalogChangesQuery },
+      responses: {
+        200: { ...json(CatalogChanges, "The changes after `since`"), headers: CacheHeaders },
+        304: { description: "Nothing changed in the tenant's catalog after `since`", headers: CacheHeaders },
+        ...problems("changes-expired"),
+      },
+    }),
+    async (c) => {
+      const outcome = await catalog.changes(c.get("principal").tenantId, c.req.valid("query"));
+      return respond(c, catalog, outcome, () => new RegistryError("internal", "a change feed page is never missing"));
     },
   );
 
