@@ -96,6 +96,14 @@ export const ConfigSchema = z.object({
   /** Remove only routes an export covered (`aip-registry routes export` records how far). */
   ROUTE_RETENTION_REQUIRE_EXPORT: flag(false),
   /**
+   * The catalog change feed's history (GET /v1/catalog/changes): a removal is kept while fewer
+   * catalog revisions than this came after it, and at most CATALOG_CHANGES_KEEP_SECONDS; lease
+   * maintenance trims it after that (src/catalog/change-history.ts), and a feed from before what is
+   * kept answers 410 changes-expired.
+   */
+  CATALOG_CHANGES_KEEP_REVISIONS: bounded(L.CATALOG_CHANGES_KEEP_REVISIONS),
+  CATALOG_CHANGES_KEEP_SECONDS: bounded(L.CATALOG_CHANGES_KEEP_SECONDS),
+  /**
    * Catalog reads (pages, single definitions, 304 validations) from a read replica: a PostgreSQL
    * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.
    */

@@ -42,6 +42,7 @@ import { refineVerifierSettings } from "./http/auth-settings.js";
 import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
 import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
 import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
+import { ChangeHistorySchedule, changeHistorySettings } from "./catalog/change-history.js";
 import { RetentionSchedule, retentionSettings, type RetentionSettings } from "./route-retention.js";
 import { NEON_HTTP_TIMEOUT_MS } from "./limits.js";
 import { jsonLines } from "./observability/access-log.js";
@@ -78,6 +79,8 @@ export interface WorkerEnv {
   ALLOW_REGISTRATION_WITHOUT_EVIDENCE?: string;
   ROUTE_RETENTION_DAYS?: string;
   ROUTE_RETENTION_REQUIRE_EXPORT?: string;
+  CATALOG_CHANGES_KEEP_REVISIONS?: string;
+  CATALOG_CHANGES_KEEP_SECONDS?: string;
   NEON_HTTP_TIMEOUT_MS?: string;
   LEASE_CLOCK?: ClockNamespace;
 }
@@ -114,6 +117,8 @@ const WorkerConfigSchema = ConfigSchema.pick({
   ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,
   ROUTE_RETENTION_DAYS: true,
   ROUTE_RETENTION_REQUIRE_EXPORT: true,
+  CATALOG_CHANGES_KEEP_REVISIONS: true,
+  CATALOG_CHANGES_KEEP_SECONDS: true,
 })
   .extend({
     NEON_TRANSPORT: z
@@ -146,6 +151,8 @@ class WorkerRuntime implements ClockHost {
   /** Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its next cycle. */
   readonly retention: RetentionSettings | undefined;
   private readonly retentionSchedule: RetentionSchedule | undefined;
+  /** Trimming of the catalog change feed's history, within the LeaseClock's cycles. */
+  private readonly changeHistory: ChangeHistorySchedule;
   /** The newest catalog revision of each tenant this isolate has seen confirmed, for every app it builds. */
   readonly confirmedRevision = new ConfirmedRevision();
   /** The location's catalog cache (Cache API, behind an in-isolate memory cache); none when disabled or unavailable. */
@@ -164,6 +171,7 @@ class WorkerRuntime implements ClockHost {
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
     this.retention = retentionSettings(config);
     this.retentionSchedule = this.retention ? new RetentionSchedule(this.retention) : undefined;
+    this.changeHistory = new ChangeHistorySchedule(changeHistorySettings(config));
     const edge = (globalThis as { caches?: { default?: EdgeCache } }).caches?.default;
     this.catalogCache = config.CATALOG_CACHE && edge ? new EdgeCatalogCache(edge) : undefined;
     this.minIntervalMs = config.LEASE_MAINTENANCE_INTERVAL_MS || DEFAULT_MIN_INTERVAL_MS;
@@ -225,7 +233,7 @@ class WorkerRuntime implements ClockHost {
   async maintain(): Promise<MaintenanceCycle> {
     const pools = this.config.NEON_TRANSPORT === "websocket" ? new RequestPools() : undefined;
     try {
-      const cycle = await runMaintenanceCycle(this.registry(pools), this.bounds, this.retentionSchedule);
+      const cycle = await runMaintenanceCycle(this.registry(pools), this.bounds, this.retentionSchedule, Date.now, this.changeHistory);
       if (cycle.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired: cycle.expired, released: cycle.released }));
       if (cycle.retention && cycle.retention.removed > 0)
         console.log(JSON.stringify({ level: "info", msg: "routes removed", removed: cycle.retention.removed }));
