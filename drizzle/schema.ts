@@ -281,8 +281,8 @@ export const tenantCatalogRevisions = pgTable(
     tenantId: text("tenant_id").primaryKey(),
     revision: revision("revision").notNull(),
     /**
-     * The tenant's change feed (aip_catalog_changes) is complete after this revision: removals at
-     * or before it may have been trimmed, so a feed from an older revision is 410 (re-list).
+     * The tenant's change feed (aip_catalog_changes) is complete after this revision: changes at or
+     * before it may have been trimmed, so a feed from an older revision is 410 (re-list).
      */
     changesFloor: revision("changes_floor").notNull().default(0),
   },
@@ -290,31 +290,28 @@ export const tenantCatalogRevisions = pgTable(
 );
 
 /**
- * The change feed of each tenant's catalog: per (tenant, capability) the revision at which it last
- * changed for the tenant (added, changed, or removed), written by publication with the tenant's
- * catalog revision (aip_refresh_catalog_entries). A visible capability's row is its current state;
- * a removed one's row is a tombstone, trimmed by maintenance once it is older than the history kept
+ * The change feed of each tenant's catalog: one row per publication that changed what the tenant
+ * sees, at the tenant's new catalog revision, naming the capabilities it added, changed (their
+ * implementing versions) and removed. Written by publication with the revision
+ * (aip_refresh_catalog_entries), append-only; maintenance trims rows older than the history kept
  * (CATALOG_CHANGES_KEEP_REVISIONS, CATALOG_CHANGES_KEEP_SECONDS), which raises the tenant's
- * changes_floor. GET /v1/catalog/changes?since=R reads the tenant's rows after R in revision order.
+ * changes_floor. GET /v1/catalog/changes?since=R folds the tenant's rows after R.
  */
 export const catalogChanges = pgTable(
   "aip_catalog_changes",
   {
     tenantId: text("tenant_id").notNull(),
-    capabilityId: text("capability_id").notNull(),
     revision: revision("revision").notNull(),
-    /** Whether the tenant sees the capability since `revision`; false: a tombstone. */
-    visible: boolean("visible").notNull(),
-    /** When visible: the revision at which it last became visible ("added" after it, "changed" before). */
-    visibleSince: revision("visible_since"),
+    added: text("added").array().notNull(),
+    changed: text("changed").array().notNull(),
+    removed: text("removed").array().notNull(),
     changedAt: ms("changed_at").notNull().default(sql`now()`),
   },
   (t) => [
-    primaryKey({ name: "aip_catalog_changes_pkey", columns: [t.tenantId, t.capabilityId] }),
-    // The feed: a tenant's changes after a revision, in (revision, capability) order.
-    index("aip_catalog_changes_feed_idx").on(t.tenantId, t.revision, t.capabilityId),
-    // Trimming: the oldest tombstones first.
-    index("aip_catalog_changes_tombstones_idx").on(t.revision).where(sql`NOT ${t.visible}`),
+    // The feed: a tenant's rows after a revision.
+    primaryKey({ name: "aip_catalog_changes_pkey", columns: [t.tenantId, t.revision] }),
+    // Trimming: the oldest rows first.
+    index("aip_catalog_changes_revision_idx").on(t.revision),
   ],
 );
 

@@ -74,14 +74,17 @@ $$;
 -- Re-evaluates the entries of the given instances after a publication changed them (their
 -- bindings, their status or version, their version's status or qualification, their type), and
 -- records what that changed for each tenant, at p_revision (the revision the publication commits):
--- the tenant's catalog revision (aip_tenant_catalog_revisions) and its change feed
--- (aip_catalog_changes: per capability added, changed or removed).
+-- the tenant's catalog revision (aip_tenant_catalog_revisions) and one row of its change feed
+-- (aip_catalog_changes: the capabilities added, changed and removed).
 --
 -- What a tenant sees is a function of the set of (capability, version) of its entries: definitions
 -- are immutable per capability ID and profiles per version, so a shared record (version status or
 -- qualification, type enablement) reaches the tenant exactly through the entries it adds or
 -- removes. A (tenant, capability, version) the refresh removed or added counts unless another
--- instance of the tenant, untouched here, still provides it.
+-- instance of the tenant, untouched here, still provides it; a capability is then added (visible
+-- after, not before), removed, or changed (visible before and after, its versions changed).
+-- Everything is computed from the rows the refresh deleted and inserted, by hashing, plus one
+-- primary-key probe per changed (tenant, capability) for the tenant's untouched instances.
 CREATE FUNCTION aip_refresh_catalog_entries(p_instance_ids text[], p_revision bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -106,35 +109,37 @@ BEGIN
   IF o_tenants IS NULL AND n_tenants IS NULL THEN
     RETURN;
   END IF;
-  WITH diff AS (
-    SELECT DISTINCT x.tenant_id, x.capability_id
-    FROM ((SELECT * FROM unnest(o_tenants, o_capabilities, o_versions) EXCEPT SELECT * FROM unnest(n_tenants, n_capabilities, n_versions))
-          UNION ALL
-          (SELECT * FROM unnest(n_tenants, n_capabilities, n_versions) EXCEPT SELECT * FROM unnest(o_tenants, o_capabilities, o_versions))
-         ) x(tenant_id, capability_id, version_id)
-    WHERE NOT EXISTS (SELECT 1 FROM aip_catalog_entries e
-                      WHERE e.tenant_id = x.tenant_id AND e.capability_id = x.capability_id
-                        AND e.version_id = x.version_id AND e.instance_id <> ALL (p_instance_ids))),
+  WITH rows AS (
+    SELECT x.t, x.c, x.v, true AS old FROM unnest(o_tenants, o_capabilities, o_versions) x(t, c, v)
+    UNION ALL
+    SELECT x.t, x.c, x.v, false FROM unnest(n_tenants, n_capabilities, n_versions) x(t, c, v)),
+  -- (tenant, capability, version) on one side only.
+  triples AS (
+    SELECT r.t, r.c, r.v FROM rows r GROUP BY r.t, r.c, r.v HAVING bool_or(r.old) <> bool_or(NOT r.old)),
+  pairs AS (
+    SELECT r.t, r.c, bool_or(r.old) AS was, bool_or(NOT r.old) AS now
+    FROM rows r WHERE (r.t, r.c) IN (SELECT t.t, t.c FROM triples t) GROUP BY r.t, r.c),
+  -- What the tenant's other instances provide of those capabilities (usually nothing).
+  untouched AS MATERIALIZED (
+    SELECT e.tenant_id AS t, e.capability_id AS c, e.version_id AS v
+    FROM pairs p JOIN aip_catalog_entries e ON e.tenant_id = p.t AND e.capability_id = p.c
+    WHERE e.instance_id <> ALL (p_instance_ids)),
   changed AS (
-    SELECT d.tenant_id, d.capability_id,
-           EXISTS (SELECT 1 FROM aip_catalog_entries e WHERE e.tenant_id = d.tenant_id AND e.capability_id = d.capability_id) AS visible,
-           (EXISTS (SELECT 1 FROM unnest(o_tenants, o_capabilities) o(tenant_id, capability_id)
-                    WHERE o.tenant_id = d.tenant_id AND o.capability_id = d.capability_id)
-            OR EXISTS (SELECT 1 FROM aip_catalog_entries e WHERE e.tenant_id = d.tenant_id AND e.capability_id = d.capability_id
-                         AND e.instance_id <> ALL (p_instance_ids))) AS was_visible
-    FROM diff d),
+    SELECT p.t, p.c, p.was OR u.t IS NOT NULL AS was, p.now OR u.t IS NOT NULL AS now
+    FROM pairs p
+    LEFT JOIN (SELECT DISTINCT u.t, u.c FROM untouched u) u ON u.t = p.t AND u.c = p.c
+    WHERE EXISTS (SELECT 1 FROM triples t LEFT JOIN untouched x ON x.t = t.t AND x.c = t.c AND x.v = t.v
+                  WHERE t.t = p.t AND t.c = p.c AND x.t IS NULL)),
   tenants AS (
     INSERT INTO aip_tenant_catalog_revisions AS r (tenant_id, revision)
-    SELECT DISTINCT c.tenant_id, p_revision FROM changed c
+    SELECT DISTINCT c.t, p_revision FROM changed c
     ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision)
-  INSERT INTO aip_catalog_changes AS f (tenant_id, capability_id, revision, visible, visible_since, changed_at)
-  SELECT c.tenant_id, c.capability_id, p_revision, c.visible,
-         CASE WHEN NOT c.visible THEN NULL WHEN c.was_visible THEN 0 ELSE p_revision END, now()
-  FROM changed c
-  ON CONFLICT (tenant_id, capability_id) DO UPDATE
-  SET revision = excluded.revision, visible = excluded.visible, changed_at = excluded.changed_at,
-      -- Visible before and after: it keeps the revision it became visible at.
-      visible_since = CASE WHEN excluded.visible_since = 0 AND f.visible THEN f.visible_since ELSE excluded.visible_since END;
+  INSERT INTO aip_catalog_changes (tenant_id, revision, added, changed, removed)
+  SELECT c.t, p_revision,
+         coalesce(array_agg(c.c ORDER BY c.c) FILTER (WHERE c.now AND NOT c.was), '{}'),
+         coalesce(array_agg(c.c ORDER BY c.c) FILTER (WHERE c.now AND c.was), '{}'),
+         coalesce(array_agg(c.c ORDER BY c.c) FILTER (WHERE c.was AND NOT c.now), '{}')
+  FROM changed c GROUP BY c.t;
 END
 $$;
 

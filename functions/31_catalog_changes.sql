@@ -1,26 +1,26 @@
 -- A tenant's catalog change feed: what changed in its catalog after a revision, in the style of
 -- Kubernetes list+watch (a gateway lists once, then polls changes from the revision it holds).
 --
--- Publication writes the feed with the tenant's catalog revision (aip_refresh_catalog_entries,
--- 30_catalog.sql): one row per (tenant, capability) at the revision it last changed, visible (its
--- current state) or not (a tombstone). The rows after a revision R are therefore exactly the
--- capabilities whose visibility or versions changed after R, each in its current state, and
--- "nothing changed since R" is the tenant's revision being <= R: one primary-key lookup.
+-- Publication appends one row per tenant whose catalog it changed, at the tenant's new revision
+-- (aip_refresh_catalog_entries, 30_catalog.sql): the capabilities it added, changed (their
+-- implementing versions) and removed. The feed after R folds the rows after R per capability:
+-- its first event after R says whether the caller's listing at R had it (a `changed` or `removed`
+-- capability was there), its last one whether the tenant sees it now. "Nothing changed since R"
+-- is the tenant's revision being <= R: one primary-key lookup.
 --
--- Tombstones are trimmed by maintenance (aip_trim_catalog_changes) once outside the history kept;
--- a trim raises the tenant's changes_floor, and a feed from before it answers changes-expired
--- (410): the removals it would need are gone, so the gateway lists again.
+-- Rows are trimmed by maintenance (aip_trim_catalog_changes) once outside the history kept; a trim
+-- raises the tenant's changes_floor, and a feed from before it answers changes-expired (410): the
+-- gateway lists again.
 
 -- Entry point (data role). p_query: {since, cursor?, limit?, max_bytes?}. Answers the JSON of
--- {catalog_revision, since, changes: [{capability_id, change, revision, definition?}], next_cursor}
+-- {catalog_revision, since, changes: [{capability_id, change, revision, definition}], next_cursor}
 -- or, when nothing changed after `since`, {catalog_revision, not_modified: true}. `change` is
 -- `added` (visible now, not at `since`), `changed` (visible at both, its versions changed) or
--- `removed` (a tombstone, without a definition). Pages are ordered by (revision, capability ID)
--- and bounded like catalog pages (limit, and max_bytes of definitions); a page's next_cursor
--- continues after its last change. A capability that changes again while a gateway pages moves to
--- its new revision, further on: every page of a walk may answer at a newer catalog_revision, and
--- the last page's is the revision the gateway has then reached. Without a tenant the feed is
--- always empty (revision 0).
+-- `removed` (visible at `since`, not now: a tombstone, definition null); `revision` is the last
+-- change's. Pages are ordered by capability ID and bounded like catalog pages (limit, max_bytes).
+-- A walk's pages all answer at the revision its first page did (the cursor carries it), so a
+-- change published meanwhile comes with the next poll, from that revision. Without a tenant the
+-- feed is always empty (revision 0).
 CREATE FUNCTION aip_catalog_changes(p_tenant_id text, p_query jsonb) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -35,13 +35,11 @@ DECLARE
   v_revision bigint := 0;
   v_floor bigint := 0;
   v_parts text[];
-  v_after_revision bigint;
-  v_after_id text := '';
+  v_after text := '';
   v_items json;
   v_included integer;
   v_fetched integer;
-  v_last_revision bigint;
-  v_last_id text;
+  v_last text;
   v_next_bytes integer;
 BEGIN
   IF v_since > v_global THEN
@@ -53,14 +51,14 @@ BEGIN
     v_revision := coalesce(v_revision, 0);
     v_floor := coalesce(v_floor, 0);
   END IF;
-  v_after_revision := v_since;
   IF v_cursor IS NOT NULL THEN
+    -- "<revision the walk answers at>:<last capability ID>"
     v_parts := regexp_match(v_cursor, '^([0-9]{1,18}):(.+)$');
-    IF v_parts IS NULL OR v_parts[1]::bigint <= v_since THEN
+    IF v_parts IS NULL OR v_parts[1]::bigint <= v_since OR v_parts[1]::bigint > v_revision THEN
       PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged, with the same since');
     END IF;
-    v_after_revision := v_parts[1]::bigint;
-    v_after_id := v_parts[2];
+    v_revision := v_parts[1]::bigint;
+    v_after := v_parts[2];
   END IF;
   -- Nothing changed since: the tenant's revision is the whole answer.
   IF v_since >= v_revision THEN
@@ -76,28 +74,38 @@ BEGIN
   v_max_bytes := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, aip_json_integer_max(), false), aip_catalog_page_bytes_max()),
                        aip_catalog_page_bytes_max());
 
-  -- Up to limit + 1 changes after the position, in feed order (the feed index); a running sum of
-  -- the definitions' sizes marks the prefix that fits, and only that is built into JSON.
+  -- Per capability, its first and last event in (since, revision]; up to limit + 1 of them after
+  -- the cursor, by ID; a running sum of the definitions' sizes marks the prefix that fits, and only
+  -- that is built into JSON.
   SELECT coalesce(json_agg(p.item ORDER BY p.n) FILTER (WHERE p.item IS NOT NULL), '[]'::json),
          count(p.item), count(*),
-         (array_agg(p.revision ORDER BY p.n DESC) FILTER (WHERE p.item IS NOT NULL))[1],
          (array_agg(p.capability_id ORDER BY p.n DESC) FILTER (WHERE p.item IS NOT NULL))[1],
          (array_agg(p.bytes ORDER BY p.n))[1]
-  INTO v_items, v_included, v_fetched, v_last_revision, v_last_id, v_next_bytes
-  FROM (SELECT c.revision, c.capability_id, c.n, coalesce(d.definition_bytes, 0) AS bytes,
-               CASE WHEN c.n <= v_limit AND sum(coalesce(d.definition_bytes, 0)) OVER (ORDER BY c.n ROWS UNBOUNDED PRECEDING) <= v_max_bytes
+  INTO v_items, v_included, v_fetched, v_last, v_next_bytes
+  FROM (SELECT f.capability_id, f.n, coalesce(d.definition_bytes, 0) AS bytes,
+               CASE WHEN f.n <= v_limit AND sum(coalesce(d.definition_bytes, 0)) OVER (ORDER BY f.n ROWS UNBOUNDED PRECEDING) <= v_max_bytes
                     THEN json_build_object(
-                      'capability_id', c.capability_id,
-                      'change', CASE WHEN NOT c.visible THEN 'removed' WHEN c.visible_since > v_since THEN 'added' ELSE 'changed' END,
-                      'revision', c.revision,
-                      'definition', CASE WHEN c.visible THEN aip_definition_json(d) END) END AS item
-        FROM (SELECT f.*, row_number() OVER (ORDER BY f.revision, f.capability_id) AS n
-              FROM (SELECT f.* FROM aip_catalog_changes f
-                    WHERE f.tenant_id = p_tenant_id AND f.revision > v_since
-                      AND (f.revision, f.capability_id) > (v_after_revision, v_after_id)
-                    ORDER BY f.revision, f.capability_id
-                    LIMIT v_limit + 1) f) c
-        LEFT JOIN aip_capability_definitions d ON c.visible AND d.capability_id = c.capability_id) p;
+                      'capability_id', f.capability_id,
+                      'change', CASE WHEN NOT f.visible THEN 'removed' WHEN f.was_visible THEN 'changed' ELSE 'added' END,
+                      'revision', f.revision,
+                      'definition', CASE WHEN f.visible THEN aip_definition_json(d) END) END AS item
+        FROM (SELECT e.capability_id, row_number() OVER (ORDER BY e.capability_id) AS n,
+                     (array_agg(e.kind ORDER BY e.revision))[1] <> 'added' AS was_visible,
+                     (array_agg(e.kind ORDER BY e.revision DESC))[1] <> 'removed' AS visible,
+                     max(e.revision) AS revision
+              FROM (SELECT f.revision, x.capability_id, x.kind
+                    FROM aip_catalog_changes f
+                    CROSS JOIN LATERAL (SELECT a, 'added' FROM unnest(f.added) a
+                                        UNION ALL SELECT c, 'changed' FROM unnest(f.changed) c
+                                        UNION ALL SELECT r, 'removed' FROM unnest(f.removed) r) x(capability_id, kind)
+                    WHERE f.tenant_id = p_tenant_id AND f.revision > v_since AND f.revision <= v_revision
+                      AND x.capability_id > v_after) e
+              GROUP BY e.capability_id
+              -- Neither at since nor now (added and removed again meanwhile): nothing to tell.
+              HAVING (array_agg(e.kind ORDER BY e.revision))[1] <> 'added' OR (array_agg(e.kind ORDER BY e.revision DESC))[1] <> 'removed'
+              ORDER BY e.capability_id
+              LIMIT v_limit + 1) f
+        LEFT JOIN aip_capability_definitions d ON f.visible AND d.capability_id = f.capability_id) p;
 
   IF v_fetched > 0 AND v_included = 0 THEN
     PERFORM aip_invalid_field('max_bytes', format('is smaller than the next capability definition (%s bytes)', v_next_bytes));
@@ -107,16 +115,16 @@ BEGIN
     'catalog_revision', v_revision,
     'since', v_since,
     'changes', v_items,
-    'next_cursor', CASE WHEN v_fetched > v_included THEN v_last_revision || ':' || v_last_id END);
+    'next_cursor', CASE WHEN v_fetched > v_included THEN v_revision || ':' || v_last END);
 END
 $$;
 
--- Entry point (data role, maintenance): removes up to p_limit of the oldest tombstones outside the
+-- Entry point (data role, maintenance): removes up to p_limit of the oldest feed rows outside the
 -- history kept (p_keep_revisions or more revisions behind the catalog revision, or older than
 -- p_keep_seconds), and raises each affected tenant's changes_floor to the newest revision it
--- removed. Only the p_limit oldest tombstones are read: history is trimmed oldest first, and the
--- two bounds are (nearly) monotonic in revision, so a batch that removes none of them is caught
--- up. Answers {trimmed, backlog}: backlog when the batch came back full.
+-- removed. Only the p_limit oldest rows are read: history is trimmed oldest first, and both bounds
+-- are (nearly) monotonic in revision, so a batch that removes none of them is caught up. Answers
+-- {trimmed, backlog}: backlog when the batch came back full.
 CREATE FUNCTION aip_trim_catalog_changes(p_keep_revisions bigint, p_keep_seconds bigint, p_limit integer) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
@@ -135,13 +143,12 @@ BEGIN
     PERFORM aip_invalid_field('limit', format('must be in [%s, %s]', aip_catalog_changes_trim_batch_min(), aip_catalog_changes_trim_batch_max()));
   END IF;
   WITH oldest AS (
-    SELECT f.tenant_id, f.capability_id FROM aip_catalog_changes f
-    WHERE NOT f.visible
+    SELECT f.tenant_id, f.revision FROM aip_catalog_changes f
     ORDER BY f.revision
     LIMIT p_limit),
   trimmed AS (
     DELETE FROM aip_catalog_changes f USING oldest o
-    WHERE f.tenant_id = o.tenant_id AND f.capability_id = o.capability_id AND NOT f.visible
+    WHERE f.tenant_id = o.tenant_id AND f.revision = o.revision
       AND (f.revision <= v_global - p_keep_revisions OR f.changed_at < now() - make_interval(secs => p_keep_seconds))
     RETURNING f.tenant_id, f.revision),
   floors AS (
