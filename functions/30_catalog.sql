@@ -84,7 +84,7 @@ $$;
 -- instance of the tenant, untouched here, still provides it; a capability is then added (visible
 -- after, not before), removed, or changed (visible before and after, its versions changed).
 -- Everything is computed from the rows the refresh deleted and inserted, by hashing, plus one
--- primary-key probe per changed (tenant, capability) for the tenant's untouched instances.
+-- primary-key probe per (tenant, capability) they name, for the tenant's untouched instances.
 CREATE FUNCTION aip_refresh_catalog_entries(p_instance_ids text[], p_revision bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -113,23 +113,19 @@ BEGIN
     SELECT x.t, x.c, x.v, true AS old FROM unnest(o_tenants, o_capabilities, o_versions) x(t, c, v)
     UNION ALL
     SELECT x.t, x.c, x.v, false FROM unnest(n_tenants, n_capabilities, n_versions) x(t, c, v)),
-  -- (tenant, capability, version) on one side only.
-  triples AS (
-    SELECT r.t, r.c, r.v FROM rows r GROUP BY r.t, r.c, r.v HAVING bool_or(r.old) <> bool_or(NOT r.old)),
+  -- Per (tenant, capability) the versions the touched instances provided before and after, where
+  -- they differ.
   pairs AS (
-    SELECT r.t, r.c, bool_or(r.old) AS was, bool_or(NOT r.old) AS now
-    FROM rows r WHERE (r.t, r.c) IN (SELECT t.t, t.c FROM triples t) GROUP BY r.t, r.c),
-  -- What the tenant's other instances provide of those capabilities (usually nothing).
-  untouched AS MATERIALIZED (
-    SELECT e.tenant_id AS t, e.capability_id AS c, e.version_id AS v
-    FROM pairs p JOIN aip_catalog_entries e ON e.tenant_id = p.t AND e.capability_id = p.c
-    WHERE e.instance_id <> ALL (p_instance_ids)),
+    SELECT r.t, r.c, coalesce(array_agg(r.v) FILTER (WHERE r.old), '{}') AS o, coalesce(array_agg(r.v) FILTER (WHERE NOT r.old), '{}') AS n
+    FROM rows r GROUP BY r.t, r.c),
+  -- With what the tenant's other instances provide of it (one key probe): changed when the
+  -- tenant's whole version set differs.
   changed AS (
-    SELECT p.t, p.c, p.was OR u.t IS NOT NULL AS was, p.now OR u.t IS NOT NULL AS now
+    SELECT p.t, p.c, cardinality(p.o) + cardinality(u.vs) > 0 AS was, cardinality(p.n) + cardinality(u.vs) > 0 AS now
     FROM pairs p
-    LEFT JOIN (SELECT DISTINCT u.t, u.c FROM untouched u) u ON u.t = p.t AND u.c = p.c
-    WHERE EXISTS (SELECT 1 FROM triples t LEFT JOIN untouched x ON x.t = t.t AND x.c = t.c AND x.v = t.v
-                  WHERE t.t = p.t AND t.c = p.c AND x.t IS NULL)),
+    CROSS JOIN LATERAL (SELECT coalesce(array_agg(e.version_id), '{}') AS vs FROM aip_catalog_entries e
+                        WHERE e.tenant_id = p.t AND e.capability_id = p.c AND e.instance_id <> ALL (p_instance_ids)) u
+    WHERE NOT (p.o || u.vs) @> p.n OR NOT (p.n || u.vs) @> p.o),
   tenants AS (
     INSERT INTO aip_tenant_catalog_revisions AS r (tenant_id, revision)
     SELECT DISTINCT c.t, p_revision FROM changed c

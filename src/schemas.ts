@@ -453,7 +453,7 @@ export const CatalogChange = z
       description:
         "`added`: visible now and not at `since`; `changed`: visible at both, its implementing versions changed; `removed`: no longer visible (a tombstone, without a definition).",
     }),
-    revision: Revision.openapi({ description: "The tenant's catalog revision at which it last changed." }),
+    revision: Revision.openapi({ description: "The tenant's catalog revision at which it last changed (after `since`, at most `catalog_revision`)." }),
     definition: CapabilityDefinition.nullable().openapi({ description: "The definition as the catalog serves it; null when removed." }),
   })
   .openapi("CatalogChange");
@@ -462,10 +462,10 @@ export const CatalogChanges = z
   .object({
     catalog_revision: Revision.openapi({
       description:
-        "The tenant's catalog revision this page answers at. After the last page (next_cursor null), the caller holds the catalog at it: poll with since set to it.",
+        "The tenant's catalog revision every page of this walk answers at (the cursor carries it). After the last page (next_cursor null), the caller holds the catalog at it: poll with since set to it.",
     }),
     since: Revision,
-    changes: z.array(CatalogChange).openapi({ description: "In (revision, capability ID) order." }),
+    changes: z.array(CatalogChange).openapi({ description: "In capability ID order, at most one per capability." }),
     next_cursor: z.string().nullable().openapi({ description: "Opaque; pass it back as `cursor` with the same `since`. Null on the last page." }),
   })
   .openapi("CatalogChanges");

@@ -113,7 +113,7 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
       description:
         "The capabilities of the tenant that were added, changed (with their definitions) or removed (tombstones) after `since`, " +
         "a `catalog_revision` the registry answered this tenant (a catalog page's, or the last changes page's), in pages ordered by " +
-        "(revision, capability ID). After the last page the caller holds the catalog at that page's `catalog_revision`: poll " +
+        "capability ID, all at one revision. After the last page the caller holds the catalog at `catalog_revision`: poll " +
         "again with `since` set to it. 304 when nothing changed since (one index lookup; none at all within the server's " +
         "staleness bound). 410 `changes-expired` when `since` is older than the history kept (`CATALOG_CHANGES_KEEP_REVISIONS`, " +
         "`CATALOG_CHANGES_KEEP_SECONDS`): list the catalog again. Gateway sync recipe: docs/catalog-sync.md.",
