@@ -33,7 +33,16 @@ beforeAll(async () => {
 });
 afterAll(() => db?.close());
 
-const client = (bearer: string) => new RegistryClient({ baseUrl: "http://registry.test", token: bearer, fetch: (url, init) => Promise.resolve(api.app.request(url, init)) });
+/** One request, its body parsed (none for a 304). */
+async function call(target: TestApi, path: string, token: string) {
+  const response = await target.call("GET", path, { token });
+  // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
+  const body: any = response.status === 304 ? null : await response.json();
+  return { status: response.status, headers: response.headers, body };
+}
+
+const client = (bearer: string) =>
+  new RegistryClient({ baseUrl: "http://registry.test", token: bearer, fetch: (url, init) => Promise.resolve(api.app.request(url, init)) });
 
 describe("the change feed over HTTP", () => {
   it("lists once, then polls: 304 while nothing changed for the tenant, the changes after one that reaches it", async () => {
@@ -46,7 +55,7 @@ describe("the change feed over HTTP", () => {
 
     // Nothing changed: 304 with a strong ETag naming the tenant's revision; so after another
     // tenant's publication and an admission policy.
-    const first = await api.call("GET", `/v1/catalog/changes?since=${since}`, { token });
+    const first = await call(api, `/v1/catalog/changes?since=${since}`, token);
     expect(first.status).toBe(304);
     expect(first.headers.get("etag")).toMatch(new RegExp(`^"${since}-[0-9a-f]{16}"$`));
     expect(first.headers.get("cache-control")).toBe("private, no-cache");
@@ -59,7 +68,7 @@ describe("the change feed over HTTP", () => {
       binding("tenant-sync", "cap:sync.d", "cinst_sync"),
       binding("tenant-sync", CAPS[1]!, "cinst_sync", { enabled: false, policy_revision: 2 }),
     ]);
-    const response = await api.call("GET", `/v1/catalog/changes?since=${since}&limit=1`, { token });
+    const response = await call(api, `/v1/catalog/changes?since=${since}&limit=1`, token);
     expect(response.status).toBe(200);
     expect(response.headers.get("etag")).toMatch(new RegExp(`^"${published.catalog_revision}-[0-9a-f]{16}"$`));
     expect(response.body).toMatchObject({
@@ -92,25 +101,25 @@ describe("the change feed over HTTP", () => {
     await db.registry.publish([binding("tenant-sync", CAPS[1]!, "cinst_sync", { enabled: true, policy_revision: 3 })]);
     const last = await db.registry.publish([binding("tenant-sync", CAPS[2]!, "cinst_sync", { enabled: false, policy_revision: 2 })]);
     await db.registry.trimCatalogChanges(1, 86_400, 10_000);
-    const gone = await api.call("GET", `/v1/catalog/changes?since=${before}`, { token });
+    const gone = await call(api, `/v1/catalog/changes?since=${before}`, token);
     expect(gone.status).toBe(410);
     expect(gone.headers.get("content-type")).toMatch(/^application\/problem\+json/);
     expect(gone.body).toMatchObject({ code: "changes-expired", since: before, oldest_since: last.catalog_revision - 1 });
     const problem = (await gateway.catalogChanges({ since: before }).catch((e: unknown) => e)) as RegistryProblem;
     expect(problem).toBeInstanceOf(RegistryProblem);
     expect(problem.is("changes-expired")).toBe(true);
-    expect((await api.call("GET", `/v1/catalog/changes?since=${last.catalog_revision - 1}`, { token })).status).toBe(200);
+    expect((await call(api, `/v1/catalog/changes?since=${last.catalog_revision - 1}`, token)).status).toBe(200);
 
-    const ahead = await api.call("GET", `/v1/catalog/changes?since=${last.catalog_revision + 1000}`, { token });
+    const ahead = await call(api, `/v1/catalog/changes?since=${last.catalog_revision + 1000}`, token);
     expect(ahead.status).toBe(400);
     expect(ahead.body).toMatchObject({ code: "invalid", errors: [{ field: "since" }] });
     for (const query of ["", "since=-1", "since=x", `since=${last.catalog_revision}&cursor=garbage`]) {
-      expect((await api.call("GET", `/v1/catalog/changes?${query}`, { token })).status, query).toBe(400);
+      expect((await call(api, `/v1/catalog/changes?${query}`, token)).status, query).toBe(400);
     }
     // Without a tenant the feed never changes; without catalog:read there is none.
     const anonymous = await api.token({ scopes: ["catalog:read"] });
-    expect((await api.call("GET", "/v1/catalog/changes?since=0", { token: anonymous })).status).toBe(304);
-    expect((await api.call("GET", "/v1/catalog/changes?since=0", { token: await api.tenantToken("tenant-sync", ["routes:write"]) })).status).toBe(403);
+    expect((await call(api, "/v1/catalog/changes?since=0", anonymous)).status).toBe(304);
+    expect((await call(api, "/v1/catalog/changes?since=0", await api.tenantToken("tenant-sync", ["routes:write"]))).status).toBe(403);
   });
 
   it("within the staleness bound answers an unchanged poll without a statement", async () => {
@@ -124,14 +133,14 @@ describe("the change feed over HTTP", () => {
     let now = 5_000_000;
     const stale = createTestApi(new Registry({ data: counted, control: pgExecutor(db.owner) }), { catalog: { maxStalenessMs: 5000, now: () => now } });
     const tokenStale = await stale.tenantToken("tenant-sync");
-    const revision = (await stale.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenStale })).body.catalog_revision as number;
+    const revision = (await call(stale, "/v1/catalog/capabilities?limit=1", tokenStale)).body.catalog_revision as number;
     const n = statements;
-    const poll = await stale.call("GET", `/v1/catalog/changes?since=${revision}`, { token: tokenStale });
+    const poll = await call(stale, `/v1/catalog/changes?since=${revision}`, tokenStale);
     expect(poll.status).toBe(304);
     expect(poll.headers.get("aip-catalog-cache")).toBe("hit");
     expect(statements - n).toBe(0);
     now += 6000;
-    expect((await stale.call("GET", `/v1/catalog/changes?since=${revision}`, { token: tokenStale })).status).toBe(304);
+    expect((await call(stale, `/v1/catalog/changes?since=${revision}`, tokenStale)).status).toBe(304);
     expect(statements - n).toBe(1);
   });
 });
