@@ -36,7 +36,6 @@ afterAll(() => db?.close());
 /** One request, its body parsed (none for a 304). */
 async function call(target: TestApi, path: string, token: string) {
   const response = await target.call("GET", path, { token });
-  // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
   const body: any = response.status === 304 ? null : await response.json();
   return { status: response.status, headers: response.headers, body };
 }
