@@ -113,11 +113,13 @@ export const ConfigSchema = z.object({
   /** Serve a cached catalog answer without asking the database, this long after its revision was confirmed (0: never). */
   CATALOG_MAX_STALENESS_MS: bounded(L.CATALOG_MAX_STALENESS_MS),
   /**
-   * Confirm concurrent warm catalog hits with one shared revision check (src/catalog/serve.ts):
-   * far fewer statements under load, but a request whose check finds a newer revision sends a
-   * second statement for its answer. Off: exactly one statement per catalog request.
+   * Confirm concurrent warm catalog hits with one shared check of their tenants' revisions
+   * (src/catalog/serve.ts), started after each arrived: far fewer statements under load, with the
+   * same guarantee (a publication committed before a request arrived is seen); a request whose
+   * check finds a newer revision sends a second statement for its answer. Off: exactly one
+   * statement per catalog request.
    */
-  CATALOG_SHARED_REVISION_CHECK: flag(false),
+  CATALOG_SHARED_REVISION_CHECK: flag(true),
   /** Node: compress answers for clients that accept it (brotli, gzip); off behind a proxy that compresses. */
   COMPRESSION: flag(true),
   /** Node: the longest a graceful stop waits for the requests in flight (src/node/drain.ts). */

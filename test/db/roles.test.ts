@@ -28,9 +28,9 @@ const CONTROL_FUNCTIONS = [
   "aip_schema_status()",
 ];
 const DATA_FUNCTIONS = [
+  "aip_catalog_changes(text,jsonb)",
   "aip_catalog_get(text,text,bigint)",
   "aip_catalog_page(text,jsonb,bigint)",
-  "aip_catalog_changes(text,jsonb)",
   "aip_catalog_revisions_now(text[])",
   "aip_check_invariants()",
   "aip_expire_leases(integer)",
