@@ -454,7 +454,8 @@ export const CatalogChange = z
         "`added`: visible now and not at `since`; `changed`: visible at both, its implementing versions changed; `removed`: no longer visible (a tombstone, without a definition).",
     }),
     revision: Revision.openapi({ description: "The tenant's catalog revision at which it last changed (after `since`, at most `catalog_revision`)." }),
-    definition: CapabilityDefinition.nullable().openapi({ description: "The definition as the catalog serves it; null when removed." }),
+    // A union, not .nullable(): see AdmissionSnapshot.retry_scope.
+    definition: z.union([CapabilityDefinition, z.null()]).openapi({ description: "The definition as the catalog serves it; null when removed." }),
   })
   .openapi("CatalogChange");
 

@@ -95,6 +95,20 @@ export function catalogConformance(api: Api): void {
       const restarted = await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenA });
       expect(restarted.body.catalog_revision).toBeGreaterThan(first.body.catalog_revision);
       expectProblem(await api.call("GET", "/v1/catalog/capabilities?cursor=garbage", { token: tokenA }), 400, "invalid");
+
+      // The changes feed from the first page's revision: the capability the tenant no longer sees,
+      // and from the restarted page's, nothing (304, strong ETag).
+      const changes = await api.call("GET", `/v1/catalog/changes?since=${first.body.catalog_revision}`, { token: tokenA });
+      expect(changes.status).toBe(200);
+      expect(changes.body).toEqual({
+        catalog_revision: restarted.body.catalog_revision,
+        since: first.body.catalog_revision,
+        changes: [{ capability_id: fleet.capabilities[2], change: "removed", revision: restarted.body.catalog_revision, definition: null }],
+        next_cursor: null,
+      });
+      const none = await api.call("GET", `/v1/catalog/changes?since=${restarted.body.catalog_revision}`, { token: tokenA });
+      expect(none.status).toBe(304);
+      expect(none.headers.get("etag")).toMatch(/^"\d+-[0-9a-f]{16}"$/);
     });
   });
 }
