@@ -5,6 +5,8 @@
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ChangeHistorySchedule } from "../../src/catalog/change-history.js";
+import { runMaintenanceCycle } from "../../src/maintenance.js";
 import type { CatalogChanges } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import pg from "pg";
@@ -245,6 +247,27 @@ describe("the change feed", () => {
     expect(left.rows.map((r) => Number(r.revision))).toEqual([last.catalog_revision]);
     await expectCode(db.registry.trimCatalogChanges(1, 86_400, 0), "invalid");
     await expectCode(db.registry.trimCatalogChanges(0, 86_400, 10), "invalid");
+  });
+
+  it("is trimmed by lease maintenance cycles, at most once per pause", async () => {
+    const tenant = "tenant-feed-maintenance";
+    const created = await db.registry.publish([
+      connectorType("ctype_feedmnt"),
+      await version("cver_feedmnt", "ctype_feedmnt", ["cap:feedmnt.a"]),
+      instance("cinst_feedmnt", "ctype_feedmnt", "cver_feedmnt", tenant),
+      binding(tenant, "cap:feedmnt.a", "cinst_feedmnt"),
+    ]);
+    await db.registry.publish([binding(tenant, "cap:feedmnt.a", "cinst_feedmnt", { enabled: false, policy_revision: 2 })]);
+    let now = 1_000_000;
+    const schedule = new ChangeHistorySchedule({ keepRevisions: 1, keepSeconds: 86_400, batchSize: 1, maxBatches: 1000, pauseMs: 60_000 });
+    const cycle = await runMaintenanceCycle(db.registry, undefined, undefined, () => now, schedule);
+    expect(cycle.changes?.trimmed).toBeGreaterThan(0);
+    expect(cycle.changes?.backlog).toBe(false);
+    await expectCode(db.registry.catalogChanges(tenant, { since: created.catalog_revision - 1 }), "changes-expired");
+    // Within the pause the next cycle does not trim; after it, it does.
+    expect((await runMaintenanceCycle(db.registry, undefined, undefined, () => now, schedule)).changes).toBeUndefined();
+    now += 60_000;
+    expect((await runMaintenanceCycle(db.registry, undefined, undefined, () => now, schedule)).changes).toMatchObject({ backlog: false });
   });
 
   it("answers an unchanged tenant's poll from the tenant's revision alone", async () => {
