@@ -4,19 +4,22 @@
  * An answer (a page, or one definition) is a function of (tenant, request, the tenant's catalog
  * revision): the revision at which what the tenant can see last changed, which moves only when a
  * publication that reaches the tenant commits (functions/30_catalog.sql). Another tenant's
- * publication leaves this tenant's cached answers, validators and cursors current. So every request is still exactly one
- * statement, but on a warm cache that statement only confirms, under the shared publication lock,
- * that the cached answer's revision is still current (the page function's if_revision
- * short-circuit): the page is not built, not sent over the wire and not parsed or serialized
- * here. A miss builds the page once and keeps it. Where requests of one process can share a
- * promise (Node) and the operator asks for it (`sharedRevisionCheck`), concurrent warm hits share
- * that confirmation instead: a request waits for a check of the revision that started after it
- * arrived, which every request arriving meanwhile shares, so a busy server sends about one
- * statement per round trip instead of one per request; only when the check finds a newer revision
- * does the request then read its answer (its second statement). With `maxStalenessMs` > 0 a cached answer may
- * be served without any statement for that long after its revision was last confirmed current
- * here; pages stay single-revision (an answer is one revision), and a cursor from a revision this
- * process has not seen is always revalidated.
+ * publication leaves this tenant's cached answers, validators and cursors current.
+ *
+ * So a warm hit only needs the tenant's revision confirmed. Where requests of one process can share
+ * a promise (Node, `sharedRevisionCheck`, the default there), concurrent warm hits share that
+ * confirmation: a request waits for a check of its tenant's revision that started after it
+ * arrived, one statement shared by every request (of any tenant) arriving meanwhile, so a busy
+ * server sends about one statement per round trip instead of one per request; only when the
+ * check finds a newer revision does the request then read its answer (its second statement).
+ * Without it (a Worker, whose requests cannot share I/O) every request is exactly one statement,
+ * which on a warm cache only confirms, under the shared publication lock, that the cached answer's
+ * revision is still current (the page function's if_revision short-circuit): the page is not
+ * built, not sent over the wire and not parsed or serialized here. A miss builds the page once and
+ * keeps it. With `maxStalenessMs` > 0 a cached answer may be served without any statement for that
+ * long after its tenant's revision was last confirmed current here; pages stay single-revision (an
+ * answer is one revision), and a cursor from a revision this process has not seen is always
+ * revalidated.
  *
  * HTTP semantics follow from the same fact: the strong ETag is `"<revision>-<digest of tenant and
  * request>"`, `If-None-Match` with it (or `*`) is answered 304 in the same single statement, and
