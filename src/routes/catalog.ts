@@ -1,10 +1,12 @@
 /**
- * Tenant capability catalog (scope catalog:read): revision-consistent pages and single reads.
- * The tenant comes from the token; a token without one sees an empty catalog.
+ * Tenant capability catalog (scope catalog:read): revision-consistent pages, single reads, and the
+ * tenant's change feed (functions/31_catalog_changes.sql). The tenant comes from the token; a
+ * token without one sees an empty catalog.
  *
- * Answers are served through the revision-keyed cache of src/catalog/serve.ts: one statement per
- * request, which on a warm cache only confirms the cached answer's revision. Every answer carries
- * a strong ETag naming its revision and the tenant's request, and `Cache-Control: private,
+ * Answers are served through the cache of src/catalog/serve.ts, keyed on the tenant's catalog
+ * revision: at most one statement per request, which on a warm cache only confirms that revision
+ * (shared among concurrent requests on Node). Every answer carries a strong ETag naming the
+ * tenant's revision and the tenant's request, and `Cache-Control: private,
  * no-cache`: private because the answer is one tenant's, no-cache because only the registry can
  * tell whether a publication has happened since (a 304 costs one tiny statement). `Vary:
  * Authorization` keeps shared caches that ignore `private` from mixing tenants. Where the server
