@@ -333,7 +333,7 @@ BEGIN
     END IF;
     IF NOT aip_catalog_current(v_parts[1]::bigint, v_revision, v_global) THEN
       PERFORM aip_catalog_check_replay(v_parts[1]::bigint, v_global);
-      PERFORM aip_fail('stale-cursor', 'the catalog changed since this cursor was issued: restart from the first page',
+      PERFORM aip_fail('stale-cursor', 'the catalog changed for this tenant since this cursor was issued: restart from the first page',
                        jsonb_build_object('cursor_revision', v_parts[1]::bigint, 'catalog_revision', v_revision));
     END IF;
   END IF;

@@ -26,7 +26,11 @@ const PROBLEM_EXAMPLES: Record<ProblemCode, { detail: string } & Record<string, 
   "client-closed": { detail: "the client closed the connection before its request was complete" },
   "malformed-request": { detail: "the request is not valid HTTP/1.1 (HPE_INVALID_CHUNK_SIZE: Invalid character in chunk size)" },
   conflict: { detail: "binding for `tenant-a` and `cap:crm.contacts.search` requires a newer policy revision than 3" },
-  "stale-cursor": { detail: "the catalog changed during pagination: restart from the first page" },
+  "stale-cursor": {
+    detail: "the catalog changed for this tenant since this cursor was issued: restart from the first page",
+    cursor_revision: 4511,
+    catalog_revision: 4630,
+  },
   "fence-lost": { detail: "the presented assignment does not match the pinned route of action `act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70`" },
   "route-expired": {
     detail:
