@@ -54,6 +54,8 @@ BEGIN
   IF v_cursor IS NOT NULL THEN
     -- "<revision the walk answers at>:<last capability ID>"
     v_parts := regexp_match(v_cursor, '^([0-9]{1,18}):(.+)$');
+    -- A lagging standby that has not replayed the walk's revision hands the read to the primary.
+    PERFORM aip_catalog_check_replay(v_parts[1]::bigint, v_global);
     IF v_parts IS NULL OR v_parts[1]::bigint <= v_since OR v_parts[1]::bigint > v_revision THEN
       PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged, with the same since');
     END IF;
