@@ -35,7 +35,7 @@ import { pathToFileURL } from "node:url";
 import pg from "pg";
 import { WebSocket, WebSocketServer } from "ws";
 import type { neonConfig as NeonConfigClass } from "@neondatabase/serverless";
-import { pointNeonAtLocalProxy } from "../src/dev/neon-local.js";
+import { pointNeonAtLocalProxy } from "./neon-local.js";
 
 // ---------------------------------------------------------------------------
 // Public types
@@ -146,7 +146,7 @@ type NeonConfigLike = Pick<
 
 /**
  * Point the driver's global `neonConfig` at a local proxy: the runtime-neutral settings of
- * `pointNeonAtLocalProxy` (src/dev/neon-local.ts, which explains each one), plus a WebSocket
+ * `pointNeonAtLocalProxy` (dev/neon-local.ts, which explains each one), plus a WebSocket
  * constructor: Node 20 has no global WebSocket, so it defaults to `ws`; pass `null` to keep
  * the runtime's global one (workerd, browsers).
  *

@@ -1,5 +1,5 @@
 /**
- * The Hono app factory: the same app serves Node (src/node.ts) and Workers (src/worker.ts).
+ * The Hono app factory: the same app serves Node (src/entry/node.ts) and Workers (src/entry/worker.ts).
  * Middleware order: request id, access log, metrics, body limit, auth (per area), routes; every
  * failure becomes a problem+json response in onError (or notFound), which records its code for
  * the log and the metrics.
@@ -15,7 +15,7 @@ import { allowedMethodsOf } from "./http/allowed-methods.js";
 import { compressAnswers, type Compressor } from "./http/compression.js";
 import { authenticate } from "./http/guards.js";
 import { registerDashboardRoute } from "./dashboard/route.js";
-import type { LeaseListener } from "./lease-events.js";
+import type { LeaseListener } from "./maintenance/lease-events.js";
 import { registerDocsRoutes, type DocsAssets } from "./docs/route.js";
 import { problemResponse } from "./http/problem.js";
 import { fieldErrors } from "./http/validation.js";
@@ -35,7 +35,7 @@ import { registerReaderRoutes } from "./routes/reader.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
 import { registerRouteExportRoutes } from "./routes/route-export.js";
 import { registerRoutingRoutes } from "./routes/routing.js";
-import type { RetentionSettings } from "./route-retention.js";
+import type { RetentionSettings } from "./maintenance/route-retention.js";
 
 export type { AccessLogEntry } from "./observability/access-log.js";
 export type { MetricsOptions, PoolUsage } from "./observability/metrics.js";
@@ -60,7 +60,7 @@ export interface AppOptions {
    * src/node/transport.ts): a malformed body or a client that left is not an `internal` error.
    */
   transportFailure?: (c: Context) => RegistryError | undefined;
-  /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
+  /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/maintenance/lease-events.ts). */
   onLease?: LeaseListener;
   /** The evidence window `POST /v1/fleet/route-retention` applies (ROUTE_RETENTION_DAYS); absent: retention is off and it answers 409. */
   routeRetention?: Pick<RetentionSettings, "days" | "requireExport">;

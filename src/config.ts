@@ -91,7 +91,7 @@ export const ConfigSchema = z.object({
   LEASE_MAINTENANCE_INTERVAL_MS: bounded(L.LEASE_MAINTENANCE_INTERVAL_MS),
   LEASE_EXPIRY_BATCH: bounded(L.LEASE_EXPIRY_BATCH),
   LEASE_EXPIRY_MAX_BATCHES: bounded(L.LEASE_EXPIRY_MAX_BATCHES),
-  /** Days a released route is kept as evidence before lease maintenance removes it (0: forever; src/route-retention.ts). */
+  /** Days a released route is kept as evidence before lease maintenance removes it (0: forever; src/maintenance/route-retention.ts). */
   ROUTE_RETENTION_DAYS: bounded(L.ROUTE_RETENTION_DAYS),
   /** Remove only routes an export covered (`aip-registry routes export` records how far). */
   ROUTE_RETENTION_REQUIRE_EXPORT: flag(false),

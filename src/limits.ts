@@ -93,7 +93,7 @@ export const ACTION_CLOCK_ALLOWANCE_MS = 3_600_000;
 export const ROUTE_EXPORT_LAG_MS = 3_600_000;
 
 /**
- * The shortest pause between two retention runs of one process once it has caught up (src/route-retention.ts):
+ * The shortest pause between two retention runs of one process once it has caught up (src/maintenance/route-retention.ts):
  * a route is removed within about this long after its window ends, while maintenance cycles run.
  */
 export const ROUTE_RETENTION_PAUSE_MS = 15 * 60_000;

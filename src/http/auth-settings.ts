@@ -88,7 +88,7 @@ export function isLoopbackHost(hostname: string): boolean {
   return host === "localhost" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
-/** The rules as a zod refinement of any schema holding the settings (src/config.ts, src/worker.ts). */
+/** The rules as a zod refinement of any schema holding the settings (src/config.ts, src/entry/worker.ts). */
 export function refineVerifierSettings(config: VerifierSettings, ctx: z.RefinementCtx): void {
   for (const { setting, message } of verifierSettingsProblems(config)) ctx.addIssue({ code: "custom", path: [setting], message });
 }

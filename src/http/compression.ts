@@ -1,5 +1,5 @@
 /**
- * Compressed answers, where the server compresses them itself (the Node server: src/node.ts gives
+ * Compressed answers, where the server compresses them itself (the Node server: src/entry/node.ts gives
  * the app a Compressor). A Worker is given none: Cloudflare's edge compresses its answers for the
  * client (and weakens their ETags when it does), so the Worker spends no CPU on it.
  *

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { Config } from "../config.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
-import type { MaintenanceStats } from "../maintenance.js";
+import type { MaintenanceStats } from "../maintenance/cycle.js";
 import type { KeySetSource } from "./key-set-metrics.js";
 import type { MetricsOptions, PoolUsage } from "./metrics.js";
 

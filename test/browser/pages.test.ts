@@ -17,7 +17,7 @@ import { createApp } from "../../src/app.js";
 import { CDN_ASSET_PREFIX } from "../../src/docs/assets.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { browserGate } from "../support/browser.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { publishSimpleFleet, requestId, hostPrincipal } from "../support/fleet.js";

@@ -291,7 +291,7 @@ describe("a data-plane-only registry (no control credentials)", () => {
 
   it("is documented as it behaves: the invariant checker is the one admin operation a data-plane deployment serves", async () => {
     const { readFile } = await import("node:fs/promises");
-    for (const file of ["README.md", "docs/deploy.md", "src/config.ts", "src/worker.ts", "wrangler.toml"]) {
+    for (const file of ["README.md", "docs/deploy.md", "src/config.ts", "src/entry/worker.ts", "wrangler.toml"]) {
       const text = await readFile(new URL(`../../${file}`, import.meta.url), "utf8");
       expect(text, file).not.toMatch(/every `?\/v1\/admin\/\*`?/);
       expect(text, file).toContain("/v1/admin/invariants");

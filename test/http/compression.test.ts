@@ -12,7 +12,7 @@ import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { Compressor } from "../../src/http/compression.js";
 import { nodeCompressor } from "../../src/node/compression.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { publishSimpleFleet } from "../support/fleet.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";

@@ -23,7 +23,7 @@ import { createApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { JWKS_ALGORITHMS } from "../../src/http/auth-settings.js";
 import { authenticatorFrom, createAuthenticator, type AuthConfig, type Authenticator } from "../../src/http/auth.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { freePort } from "../support/free-port.js";

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { find, parseExposition, value } from "../support/exposition.js";

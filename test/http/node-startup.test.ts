@@ -15,7 +15,7 @@ import { createApp } from "../../src/app.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { Registry } from "../../src/registry/registry.js";
 import { cleanEnv, freePort, runCli } from "../cli/support.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";

@@ -1,5 +1,5 @@
 /**
- * Scale to zero on Node: the real server (src/node.ts) with both pools connected through the local
+ * Scale to zero on Node: the real server (src/entry/node.ts) with both pools connected through the local
  * Neon proxy's plain TCP path, which counts and logs every statement on the wire. Its lease
  * maintenance runs on a simulated clock through idle minutes: no statement while nothing is live,
  * expiry cycles only at or after lease deadlines it learned from its own lifecycle answers, none
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";

@@ -6,7 +6,7 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { publishSimpleFleet } from "../support/fleet.js";
 import { TEST_SECRET } from "../support/http.js";

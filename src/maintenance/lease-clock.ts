@@ -16,10 +16,10 @@
  *   platform's six alarm retries are never exhausted).
  *
  * Written against the structural types below (fetch-based, no `cloudflare:workers` import) so the
- * Node type check and bundle rules hold; src/worker.ts exports the concrete class.
+ * Node type check and bundle rules hold; src/entry/worker.ts exports the concrete class.
  */
 import type { LeaseNotice } from "./lease-events.js";
-import { backoff, DEFAULT_MIN_INTERVAL_MS, planNextCycle, type MaintenanceCycle } from "./maintenance.js";
+import { backoff, DEFAULT_MIN_INTERVAL_MS, planNextCycle, type MaintenanceCycle } from "./cycle.js";
 
 /** The one instance's name: every isolate of a deployment talks to the same clock. */
 export const LEASE_CLOCK_NAME = "lease-clock";

@@ -14,39 +14,37 @@
  *   (a `Pool` per request, ended with waitUntil).
  * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
  *   a compute waking from suspension plus a full statement timeout), then 503 `storage`.
- * - NEON_LOCAL_PROXY: development and tests only, the URL of dev/neon-proxy.ts.
+ * Development and tests run dev/worker.ts, this Worker pointed at the local Neon proxy.
  * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads.
  * - CATALOG_CACHE (`true` by default): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
- * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/lease-clock.ts), exported below.
+ * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/maintenance/lease-clock.ts), exported below.
  * - ROUTE_RETENTION_DAYS, ROUTE_RETENTION_REQUIRE_EXPORT: route retention, run in the clock's
- *   cycles (src/route-retention.ts).
+ *   cycles (src/maintenance/route-retention.ts).
  *
  * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
  * `storage` until it matches. Lease maintenance runs from the LeaseClock's alarm, only when a
  * lease can have ended: there is no cron trigger, and an idle deployment sends no statement.
  */
-import { neonConfig } from "@neondatabase/serverless";
 import type { ExecutionContext } from "hono";
 import { z } from "zod";
-import { createApp } from "./app.js";
-import { ConfigSchema } from "./config.js";
-import type { SqlExecutor } from "./db/executor.js";
-import { RequestPools, neonHttpExecutor, type NeonTransport } from "./db/neon.js";
-import { SchemaGate } from "./registry/schema-gate.js";
-import { EdgeCatalogCache, type EdgeCache } from "./catalog/edge-cache.js";
-import { ConfirmedRevision } from "./catalog/serve.js";
-import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
-import { authenticatorFrom, type Authenticator } from "./http/auth.js";
-import { refineVerifierSettings } from "./http/auth-settings.js";
-import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
-import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
-import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
-import { RetentionSchedule, retentionSettings, type RetentionSettings } from "./route-retention.js";
-import { NEON_HTTP_TIMEOUT_MS } from "./limits.js";
-import { jsonLines } from "./observability/access-log.js";
-import { PROBLEM_TITLES } from "./registry/errors.js";
-import { Registry } from "./registry/registry.js";
+import { createApp } from "../app.js";
+import { ConfigSchema } from "../config.js";
+import type { SqlExecutor } from "../db/executor.js";
+import { RequestPools, neonHttpExecutor, type NeonTransport } from "../db/neon.js";
+import { SchemaGate } from "../registry/schema-gate.js";
+import { EdgeCatalogCache, type EdgeCache } from "../catalog/edge-cache.js";
+import { ConfirmedRevision } from "../catalog/serve.js";
+import { authenticatorFrom, type Authenticator } from "../http/auth.js";
+import { refineVerifierSettings } from "../http/auth-settings.js";
+import { PROBLEM_CONTENT_TYPE } from "../http/problem.js";
+import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "../maintenance/lease-clock.js";
+import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "../maintenance/cycle.js";
+import { RetentionSchedule, retentionSettings, type RetentionSettings } from "../maintenance/route-retention.js";
+import { NEON_HTTP_TIMEOUT_MS } from "../limits.js";
+import { jsonLines } from "../observability/access-log.js";
+import { PROBLEM_TITLES } from "../registry/errors.js";
+import { Registry } from "../registry/registry.js";
 
 export interface WorkerEnv {
   DATABASE_URL?: string;
@@ -65,7 +63,6 @@ export interface WorkerEnv {
   AUTH_JWKS_TIMEOUT_MS?: string;
   AUTH_JWKS_MAX_BYTES?: string;
   NEON_TRANSPORT?: string;
-  NEON_LOCAL_PROXY?: string;
   ACCESS_LOG?: string;
   BODY_LIMIT_BYTES?: string;
   ADMIN_BODY_LIMIT_BYTES?: string;
@@ -127,7 +124,6 @@ const WorkerConfigSchema = ConfigSchema.pick({
       .max(NEON_HTTP_TIMEOUT_MS.max)
       .optional()
       .transform((v) => v ?? NEON_HTTP_TIMEOUT_MS.default),
-    NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
     CATALOG_CACHE: z
       .enum(["true", "false"])
       .optional()
@@ -257,7 +253,6 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
         "LEASE_CLOCK: the lease clock's Durable Object binding is missing (see wrangler.toml); LEASE_MAINTENANCE_INTERVAL_MS=0 runs without lease maintenance",
       );
     }
-    if (parsed.data.NEON_LOCAL_PROXY) pointNeonAtLocalProxy(neonConfig, parsed.data.NEON_LOCAL_PROXY);
     runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string }, env.LEASE_CLOCK);
     if (runtimes.size >= 8) runtimes.delete(runtimes.keys().next().value as string);
     runtimes.set(key, runtime);

@@ -21,27 +21,27 @@ import { pathToFileURL } from "node:url";
 import { getRequestListener } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
-import { createApp, type PoolUsage } from "./app.js";
-import { MemoryCatalogCache } from "./catalog/cache.js";
-import { loadConfig, type Config } from "./config.js";
-import { migrate } from "./db/migrate.js";
-import { createPgPool, pgExecutor, redactUrl, withPgSession } from "./db/pg.js";
-import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
-import { verifySchema } from "./registry/schema-check.js";
-import { authenticatorFrom } from "./http/auth.js";
-import { bindRefusal } from "./http/bind-check.js";
-import { mintToken } from "./http/tokens.js";
-import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
-import { nodeCompressor } from "./node/compression.js";
-import { pgliteOpenFailure } from "./node/data-dir-check.js";
-import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
-import { drainable, type Drainable, type DrainReport } from "./node/drain.js";
-import { serveUntilSignal } from "./node/signals.js";
-import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
-import { RetentionSchedule, retentionSettings } from "./route-retention.js";
-import { jsonLines } from "./observability/access-log.js";
-import { nodeMetrics } from "./observability/node-metrics.js";
-import { Registry } from "./registry/registry.js";
+import { createApp, type PoolUsage } from "../app.js";
+import { MemoryCatalogCache } from "../catalog/cache.js";
+import { loadConfig, type Config } from "../config.js";
+import { migrate } from "../db/migrate.js";
+import { createPgPool, pgExecutor, redactUrl, withPgSession } from "../db/pg.js";
+import { openPglite, pgliteExecutor, pgliteSession } from "../db/pglite.js";
+import { verifySchema } from "../registry/schema-check.js";
+import { authenticatorFrom } from "../http/auth.js";
+import { bindRefusal } from "../http/bind-check.js";
+import { mintToken } from "../http/tokens.js";
+import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "../maintenance/timer.js";
+import { nodeCompressor } from "../node/compression.js";
+import { pgliteOpenFailure } from "../node/data-dir-check.js";
+import { lockDataDir, type DataDirLock } from "../node/data-dir-lock.js";
+import { drainable, type Drainable, type DrainReport } from "../node/drain.js";
+import { serveUntilSignal } from "../node/signals.js";
+import { installTransport, TRANSPORT_SERVER_OPTIONS } from "../node/transport.js";
+import { RetentionSchedule, retentionSettings } from "../maintenance/route-retention.js";
+import { jsonLines } from "../observability/access-log.js";
+import { nodeMetrics } from "../observability/node-metrics.js";
+import { Registry } from "../registry/registry.js";
 
 export interface RunningServer {
   url: string;
@@ -318,8 +318,8 @@ export async function startServer(
 
   const authenticator = authenticatorFrom({ ...config, AUTH_HS256_SECRET: secret });
   // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
-  // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
-  // Route retention rides on its cycles (src/route-retention.ts).
+  // the database and from the lifecycle answers this server gives (src/maintenance/timer.ts).
+  // Route retention rides on its cycles (src/maintenance/route-retention.ts).
   const retention = retentionSettings(config);
   const maintenance =
     config.LEASE_MAINTENANCE_INTERVAL_MS > 0
@@ -424,7 +424,7 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
   );
 }
 
-// `npm start` (node dist/node.js), or `tsx src/node.ts` in development.
+// `npm start` (node dist/entry/node.js), or `tsx src/entry/node.ts` in development.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   serveUntilSignal(() => startServer()).then(
     (code) => process.exit(code),
