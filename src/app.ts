@@ -9,6 +9,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
+import type { Config } from "./config.js";
 import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
 import { allowedMethodsOf } from "./http/allowed-methods.js";
@@ -81,6 +82,34 @@ export interface AppOptions {
    * the installed package's files (Node); `cdn` from the pinned jsDelivr URLs (the Worker).
    */
   docsAssets?: DocsAssets;
+}
+
+/** The settings both runtimes read alike (src/config.ts). */
+type SharedSettings = Pick<Config, "BODY_LIMIT_BYTES" | "ADMIN_BODY_LIMIT_BYTES" | "CATALOG_MAX_STALENESS_MS" | "ALLOW_REGISTRATION_WITHOUT_EVIDENCE">;
+
+/**
+ * The app's options from the configuration, for both entry points: what both read alike is mapped
+ * here once; each runtime adds what only it has (Node: compression, metrics, the transport's
+ * verdicts; the Worker: the Cache API, Swagger UI from the CDN).
+ */
+export function appOptions(
+  config: SharedSettings,
+  parts: Pick<AppOptions, "registry" | "authenticator" | "log" | "onLease" | "routeRetention"> &
+    Omit<Partial<AppOptions>, "bodyLimitBytes" | "adminBodyLimitBytes">,
+): AppOptions {
+  const { registry, authenticator, log, onLease, routeRetention, catalog, ...runtimeOnly } = parts;
+  return {
+    registry,
+    authenticator,
+    bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
+    catalog: { ...catalog, maxStalenessMs: config.CATALOG_MAX_STALENESS_MS },
+    allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
+    ...(log ? { log } : {}),
+    ...(onLease ? { onLease } : {}),
+    ...(routeRetention ? { routeRetention } : {}),
+    ...runtimeOnly,
+  };
 }
 
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {

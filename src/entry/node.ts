@@ -21,7 +21,7 @@ import { pathToFileURL } from "node:url";
 import { getRequestListener } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
-import { createApp, type PoolUsage } from "../app.js";
+import { appOptions, createApp, type PoolUsage } from "../app.js";
 import { MemoryCatalogCache } from "../catalog/cache.js";
 import { loadConfig, type Config } from "../config.js";
 import { migrate } from "../db/migrate.js";
@@ -337,33 +337,31 @@ export async function startServer(
       : undefined;
   const accessLog = config.ACCESS_LOG ? jsonLines() : undefined;
   const transport = installTransport(server, accessLog ? { log: accessLog } : {});
-  const app = createApp({
-    registry,
-    authenticator,
-    bodyLimitBytes: config.BODY_LIMIT_BYTES,
-    adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
-    transportFailure: transport.transportFailure,
-    ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
-    catalog: {
-      ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
-      maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
-      sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
-    },
-    ...(accessLog ? { log: accessLog } : {}),
-    ...(config.METRICS
-      ? {
-          metrics: nodeMetrics(config, {
-            pools: database.pools,
-            transportRefusals: transport.refusals,
-            maintenance,
-            ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
-          }),
-        }
-      : {}),
-    ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
-    allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
-    ...(retention ? { routeRetention: retention } : {}),
-  });
+  const app = createApp(
+    appOptions(config, {
+      registry,
+      authenticator,
+      log: accessLog,
+      onLease: maintenance ? (notice) => maintenance.note(notice.expires_at) : undefined,
+      routeRetention: retention,
+      transportFailure: transport.transportFailure,
+      ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
+      catalog: {
+        ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
+        sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
+      },
+      ...(config.METRICS
+        ? {
+            metrics: nodeMetrics(config, {
+              pools: database.pools,
+              transportRefusals: transport.refusals,
+              maintenance,
+              ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
+            }),
+          }
+        : {}),
+    }),
+  );
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
   maintenance?.start();
 

@@ -32,9 +32,9 @@ import { STATUS_CODES, type IncomingMessage, type RequestListener, type Server, 
 import type { Socket } from "node:net";
 import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
-import { PROBLEM_CONTENT_TYPE } from "../http/problem.js";
+import { PROBLEM_CONTENT_TYPE, problemDocument } from "../http/problem.js";
 import type { AccessLogSink } from "../observability/access-log.js";
-import { PROBLEM_TITLES, RegistryError } from "../registry/errors.js";
+import { RegistryError } from "../registry/errors.js";
 
 /** The problem for an error Node's HTTP server reports, or null when the client is gone. */
 export function refusalFor(error: NodeJS.ErrnoException & { reason?: string }): RegistryError | null {
@@ -55,14 +55,7 @@ export function refusalFor(error: NodeJS.ErrnoException & { reason?: string }): 
 }
 
 function problemJson(error: RegistryError, requestId: string): string {
-  return JSON.stringify({
-    type: `https://aip.dev/problems/${error.code}`,
-    title: PROBLEM_TITLES[error.code],
-    status: error.status,
-    detail: error.message,
-    code: error.code,
-    request_id: requestId,
-  });
+  return JSON.stringify(problemDocument(error, requestId));
 }
 
 /** A complete HTTP/1.1 response for a socket whose parser has given up: it closes the connection. */
