@@ -12,18 +12,16 @@ import { pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { CatalogPage } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, requestId, version } from "../support/fleet.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let control: pg.Pool;
 beforeAll(async () => {
-  db = await createTestDatabase();
   control = new pg.Pool({ connectionString: db.controlUrl, max: PUBLISHERS });
 });
 afterAll(async () => {
   await control?.end();
-  await db?.close();
 });
 
 const PUBLISHERS = 3;

@@ -10,12 +10,12 @@
  * invariant checker is empty, and the retried operation applies exactly once: the same route, or
  * the route created once if the first attempt never committed.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { droppableVictim, holdLocks, limitedDataRole, terminateBackend, victim, waitForBackendExit, waitForLockWaiter } from "../support/faults.js";
 import { binding, instance, policy, hostPrincipal } from "../support/fleet.js";
 import { createTestApi } from "../support/http.js";
@@ -23,13 +23,7 @@ import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, replicaState, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.close();
-});
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 const urls = () => ({ dataUrl: db.dataUrl, controlUrl: db.controlUrl });

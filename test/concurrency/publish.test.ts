@@ -9,25 +9,23 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
 import { catalogRevision, refusal } from "../support/registry-state.js";
 
 const PUBLISHERS = 16;
 const BATCHES = 5;
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let pool: pg.Pool;
 let registry: Registry;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   pool = createPgPool(db.controlUrl, { max: PUBLISHERS });
   registry = new Registry({ data: pgExecutor(db.dataPool), control: pgExecutor(pool) });
 });
 afterAll(async () => {
   await pool?.end();
-  await db?.close();
 });
 
 /**

@@ -3,18 +3,17 @@
  * does (publication) and does not (replica churn, routing) invalidate it.
  */
 import canonicalize from "canonicalize";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 import { catalogRevision, expectCode, idsOf, tenantWalk } from "../support/catalog.js";
 import { binding, connectorType, instance, policy, publishSimpleFleet, registerReplica, replica, requestId, version, hostPrincipal } from "../support/fleet.js";
 import type { CatalogPage } from "../../src/schemas.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const WALK_TENANT = "tenant-walk";
 const walkCaps = Array.from({ length: 300 }, (_, n) => `cap:walk.${String(n).padStart(4, "0")}`);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   // 300 capabilities (one version may hold 512), all bound for one tenant, plus a neighbour
   // tenant bound to a few of them, whose bindings the walk must never show.
   await db.registry.publish([
@@ -26,7 +25,6 @@ beforeAll(async () => {
     ...walkCaps.filter((_, n) => n % 7 === 0).map((cap) => binding("tenant-walk-other", cap, "cinst_walk_other")),
   ]);
 });
-afterAll(() => db?.close());
 
 const canonicalBytes = (page: CatalogPage) => page.capabilities.reduce((sum, definition) => sum + Buffer.byteLength(canonicalize(definition)!, "utf8"), 0);
 

@@ -7,22 +7,20 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { capturePlans, fleetCapability, fleetTenant, fleetVisible, seedCatalogFleet, tenantWalk } from "../support/catalog.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let session: pg.Client;
 const tenant = fleetTenant(42);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await seedCatalogFleet(db.owner);
   session = new pg.Client({ connectionString: db.ownerUrl });
   await session.connect();
 }, 120_000);
 afterAll(async () => {
   await session?.end();
-  await db?.close();
 });
 
 const FORBIDDEN = /Seq Scan on (aip_capability_bindings|aip_connector_instances|aip_catalog_entries)\b/;

@@ -2,17 +2,13 @@
  * The tenant catalog through the SQL functions, under the runtime roles: who sees what (the
  * complete visibility chain, tenant isolation, internal reads) and the filters.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { ANY_REVISION } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { catalogRevision, expectCode, idsOf } from "../support/catalog.js";
 import { binding, connectorType, instance, version, type CapabilitySpec } from "../support/fleet.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 interface Chain {
   tenant: string;

@@ -9,20 +9,19 @@
  * Each case holds the contended lock from a second session (the owner's) and releases it after.
  */
 import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { RETRY_AFTER_MS } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { connectorType, replica } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
 import { refusal, registryState } from "../support/registry-state.js";
 import { lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let fleet: RoutingFleet;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   fleet = await publishRoutingFleet(db.registry, {
     prefix: "busy",
     tenant: "tenant-busy",
@@ -37,7 +36,6 @@ beforeAll(async () => {
     ],
   });
 });
-afterAll(() => db?.close());
 
 /** Runs `body` while another session holds what `lock` takes, in an open transaction. */
 async function whileHeld<T>(lock: (holder: pg.PoolClient) => Promise<unknown>, body: () => Promise<T>): Promise<T> {

@@ -2,16 +2,12 @@
  * aip_fleet_status on a fleet whose every count is known: a database of its own, so the
  * aggregate is exact.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
 import { catalogRevision, dbNowMs, lifecycle, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 const FIELDS = [
   "active_assignments",

@@ -3,16 +3,12 @@
  * runtime roles; corruption is done deliberately as the owner. Tests run in order on one database
  * and each leaves no expired live lease behind.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { counters, expectProblem, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 /** The stored route row minus its bookkeeping: everything that names the destination. */
 async function routeRow(actionId: string) {

@@ -14,22 +14,20 @@ import { backoff, MAX_BACKOFF_MS, planNextCycle, runLeaseMaintenance, type Maint
 import { createMaintenanceTimer, jittered } from "../../src/maintenance/timer.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 const pools: pg.Pool[] = [];
 beforeAll(async () => {
-  db = await createTestDatabase();
   const server = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: server.hostname, pgPort: Number(server.port || 5432), tcp: true });
 });
 afterAll(async () => {
   await Promise.all(pools.map((p) => p.end()));
   await proxy?.close();
-  await db?.close();
 });
 
 /** A registry of the data role whose every statement crosses the proxy, which counts and logs it. */

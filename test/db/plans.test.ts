@@ -17,7 +17,7 @@ import { randomRoute, tenantId, type Layout } from "../../bench/lib/layout.js";
 import { seedFleet, seedRouteHistory } from "../../bench/lib/seed.js";
 import { withPgSession } from "../../src/db/pg.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { actionMintedAt, DAY_MS } from "../support/retention.js";
 
 interface PlanNode {
@@ -35,12 +35,11 @@ interface Plan {
 const HOT_TABLES = ["aip_catalog_entries", "aip_connector_replicas", "aip_route_assignments"];
 const MODES = ["force_custom_plan", "force_generic_plan"] as const;
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let session: pg.Client;
 let fleet: Layout;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   fleet = await withPgSession(db.ownerUrl, async (owner) => {
     const seeded = await seedFleet(owner, { replicas: 2000, types: 200 });
     await seedRouteHistory(owner, 5000);
@@ -54,7 +53,6 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await session?.end();
-  await db?.close();
 });
 
 function flatten(node: PlanNode): PlanNode[] {

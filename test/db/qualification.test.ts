@@ -4,19 +4,15 @@
  * catalog, takes no new route, serves no retry and registers no replica, whatever its status.
  * Restoring it re-checks the stored evidence against today's rules.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
 import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, refused, type RoutingFleet } from "../support/routing-fleet.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 const qualify = (id: string, qualified: boolean, reason?: string) => ({

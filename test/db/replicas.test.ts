@@ -3,8 +3,8 @@
  * fences, database-clock leases, replay, takeover, the rollout-version rule, draining, offline
  * settlement, and independence from the catalog revision.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 import { hostPrincipal, instance, publishSimpleFleet, registrationEvidence, replica, requestId, version, WELL_FORMED_EVIDENCE } from "../support/fleet.js";
 import {
   catalogRevision,
@@ -18,11 +18,7 @@ import {
   waitForLeaseEnd,
 } from "../support/replicas.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 describe("register", () => {
   it("accepts only provisioned replicas", async () => {

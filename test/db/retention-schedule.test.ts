@@ -14,18 +14,17 @@ import { createMaintenanceTimer } from "../../src/maintenance/timer.js";
 import { ROUTE_RETENTION_PAUSE_MS } from "../../src/limits.js";
 import { Registry } from "../../src/registry/registry.js";
 import { RetentionSchedule, retentionSettings } from "../../src/maintenance/route-retention.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { DAY_MS, settledDaysAgo } from "../support/retention.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 let fleet: RoutingFleet;
 const pools: pg.Pool[] = [];
 beforeAll(async () => {
-  db = await createTestDatabase();
   const server = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: server.hostname, pgPort: Number(server.port || 5432), tcp: true });
   fleet = await publishRoutingFleet(db.registry, {
@@ -37,7 +36,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(pools.map((p) => p.end()));
   await proxy?.close();
-  await db?.close();
 });
 
 /** A registry of the data role whose every statement crosses the proxy, which counts and logs it. */

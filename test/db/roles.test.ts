@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pgExecutor } from "../../src/db/pg.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { connectorType, publishSimpleFleet } from "../support/fleet.js";
 import { createTestApi } from "../support/http.js";
 import { refusal, registryState } from "../support/registry-state.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let data: pg.Client;
 let control: pg.Client;
 
@@ -45,7 +45,6 @@ const DATA_FUNCTIONS = [
 ];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await publishSimpleFleet(db.registry);
   data = new pg.Client({ connectionString: db.dataUrl });
   control = new pg.Client({ connectionString: db.controlUrl });
@@ -53,7 +52,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all([data?.end(), control?.end()]);
-  await db?.close();
 });
 
 /** The SQLSTATE the statement fails with ('' when it succeeds). */

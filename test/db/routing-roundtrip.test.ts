@@ -12,18 +12,17 @@ import { pgExecutor } from "../../src/db/pg.js";
 import { configureNeonForLocalProxy, startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { publishRoutingFleet, refused, type RoutingFleet } from "../support/routing-fleet.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "../support/server.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 let wsPool: NeonPool;
 let fleet: RoutingFleet;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   const target = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: target.hostname, pgPort: Number(target.port || 5432) });
   configureNeonForLocalProxy(neonConfig, proxy);
@@ -45,7 +44,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await wsPool?.end();
   await proxy?.close();
-  await db?.close();
 });
 afterEach(() => expectHealthy(db.registry));
 

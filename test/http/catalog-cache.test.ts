@@ -7,16 +7,16 @@
  * revision this process has not seen. Statements are counted at the executor the app's registry
  * uses, so "one statement" means one call reaching PostgreSQL.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, version } from "../support/fleet.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const CAPS = ["cap:cc.a", "cap:cc.b", "cap:cc.c", "cap:cc.d", "cap:cc.e"];
 
 /** A data executor that counts the statements it sends. */
@@ -42,7 +42,6 @@ function cachedApi(options: { maxStalenessMs?: number; now?: () => number; share
 }
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await db.registry.publish([
     connectorType("ctype_cc"),
     await version("cver_cc", "ctype_cc", CAPS),
@@ -53,7 +52,6 @@ beforeAll(async () => {
     ...CAPS.filter((_, n) => n % 2 === 1).map((cap) => binding("tenant-cc-b", cap, "cinst_cc_b")),
   ]);
 });
-afterAll(() => db?.close());
 
 async function read(api: TestApi, token: string, path: string, headers: Record<string, string> = {}) {
   const response = await api.call("GET", path, { token, headers });

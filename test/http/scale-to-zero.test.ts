@@ -14,13 +14,13 @@ import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { hostPrincipal, registrationEvidence, requestId, type RegistrationEvidence } from "../support/fleet.js";
 import { TEST_SECRET } from "../support/http.js";
 import { provisionFleet, replicaRow, type ProvisionedFleet } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 let server: RunningServer;
 let fleet: ProvisionedFleet;
@@ -48,7 +48,6 @@ const statements = () => proxy.stats.statements();
 const settle = () => server.maintenance!.settled();
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   const pgServer = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: pgServer.hostname, pgPort: Number(pgServer.port || 5432), tcp: true });
   fleet = await provisionFleet(db.registry, { prefix: "stz", replicasPerTenant: 1 });
@@ -73,7 +72,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   await proxy?.close();
-  await db?.close();
 });
 
 describe("an idle Node server", () => {
