@@ -11,7 +11,7 @@ import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision, refusal } from "../support/registry-state.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
 
 const PUBLISHERS = 16;
 const BATCHES = 5;

@@ -5,9 +5,10 @@
 import canonicalize from "canonicalize";
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { catalogRevision, expectCode, idsOf, tenantWalk } from "../support/catalog.js";
+import { idsOf, tenantWalk } from "../support/catalog.js";
 import { binding, connectorType, instance, policy, publishSimpleFleet, registerReplica, replica, requestId, version, hostPrincipal } from "../support/fleet.js";
 import type { CatalogPage } from "../../src/schemas.js";
+import { catalogRevision, expectRefusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 const WALK_TENANT = "tenant-walk";
@@ -59,7 +60,7 @@ describe("walking the catalog", () => {
     expect(await size(200)).toBe(200);
     expect(await size(201)).toBe(200);
     expect(await size(1_000_000_000_000)).toBe(200);
-    await expectCode(db.registry.catalogPage(WALK_TENANT, { limit: 1.5 }), "invalid");
+    await expectRefusal(db.registry.catalogPage(WALK_TENANT, { limit: 1.5 }), "invalid");
   });
 
   it("recounts the total when a cursor comes back with other filters or from another tenant", async () => {
@@ -116,11 +117,11 @@ describe("byte-bounded pages", () => {
   });
 
   it("refuses a max_bytes smaller than the next definition, and a non-positive one; clamps a huge one to 4 MiB", async () => {
-    const error = await expectCode(db.registry.catalogPage(tenant, { max_bytes: sizes[0]! - 1 }), "invalid");
+    const error = await expectRefusal(db.registry.catalogPage(tenant, { max_bytes: sizes[0]! - 1 }), "invalid");
     expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "max_bytes" })]);
     const first = await db.registry.catalogPage(tenant, { limit: 1 });
-    await expectCode(db.registry.catalogPage(tenant, { max_bytes: sizes[1]! - 1, cursor: first.next_cursor! }), "invalid");
-    await expectCode(db.registry.catalogPage(tenant, { max_bytes: 0 }), "invalid");
+    await expectRefusal(db.registry.catalogPage(tenant, { max_bytes: sizes[1]! - 1, cursor: first.next_cursor! }), "invalid");
+    await expectRefusal(db.registry.catalogPage(tenant, { max_bytes: 0 }), "invalid");
     expect((await db.registry.catalogPage(tenant, { max_bytes: 2 ** 50 })).capabilities).toHaveLength(4);
   });
 
@@ -145,7 +146,7 @@ describe("byte-bounded pages", () => {
     const fits = 262_144 - (await definitionBytes(0));
     expect(await definitionBytes(fits)).toBe(262_144);
     await db.registry.publish([connectorType("ctype_huge")]);
-    const refused = await expectCode(
+    const refused = await expectRefusal(
       db.registry.publish([await version("cver_huge_1", "ctype_huge", [{ id: "cap:bytes.huge", description: "h".repeat(fits + 1) }])]),
       "admission",
     );
@@ -194,7 +195,7 @@ describe("the cursor", () => {
 
     // Any publication that changes the catalog, even far from this tenant.
     await db.registry.publish([policy("quota:cursor-test")]);
-    const stale = await expectCode(db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
+    const stale = await expectRefusal(db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
     expect(stale.extensions).toEqual({ cursor_revision: revision, catalog_revision: revision + 1 });
     // Restarting from the first page works.
     expect(idsOf(await db.registry.catalogPage("tenant-cur", { limit: 1 }))).toEqual(["cap:cur.a"]);
@@ -224,9 +225,9 @@ describe("the cursor", () => {
     ];
     // Independent calls, in parallel: each refusal costs the pool its connection (see src/db/pg.ts).
     await Promise.all([
-      ...malformed.map((cursor) => expectCode(db.registry.catalogPage(WALK_TENANT, { cursor }), "invalid")),
+      ...malformed.map((cursor) => expectRefusal(db.registry.catalogPage(WALK_TENANT, { cursor }), "invalid")),
       ...[revision - 1, revision + 1, 0].map((other) =>
-        expectCode(db.registry.catalogPage(WALK_TENANT, { cursor: `${other}:${good.slice(good.indexOf(":") + 1)}` }), "stale-cursor"),
+        expectRefusal(db.registry.catalogPage(WALK_TENANT, { cursor: `${other}:${good.slice(good.indexOf(":") + 1)}` }), "stale-cursor"),
       ),
     ]);
     // Capability IDs may contain ':' themselves; everything after the third ':' is the ID.

@@ -5,8 +5,9 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { ANY_REVISION } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { catalogRevision, expectCode, idsOf } from "../support/catalog.js";
+import { idsOf } from "../support/catalog.js";
 import { binding, connectorType, instance, version, type CapabilitySpec } from "../support/fleet.js";
+import { catalogRevision, expectRefusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 
@@ -86,13 +87,13 @@ describe("tenant isolation", () => {
       expect(await db.registry.catalogGet(tenant, a.caps[0]!)).toEqual({ catalog_revision: revision, definition: null });
     }
     // It still checks the cursor it is given.
-    await expectCode(db.registry.catalogPage(null, { cursor: "nonsense" }), "invalid");
-    await expectCode(db.registry.catalogPage(null, { cursor: `${revision - 1}:0:0000000000000000:cap:x` }), "stale-cursor");
+    await expectRefusal(db.registry.catalogPage(null, { cursor: "nonsense" }), "invalid");
+    await expectRefusal(db.registry.catalogPage(null, { cursor: `${revision - 1}:0:0000000000000000:cap:x` }), "stale-cursor");
   });
 
   it("the publication refuses a binding to another tenant's instance", async () => {
     const a = await chain("iso_cross");
-    await expectCode(db.registry.publish([binding("tenant-iso-intruder", a.caps[0]!, a.instanceId)]), "invalid");
+    await expectRefusal(db.registry.publish([binding("tenant-iso-intruder", a.caps[0]!, a.instanceId)]), "invalid");
     expect((await view("tenant-iso-intruder", a.caps)).gets).toEqual(all(a.caps, false));
   });
 });
@@ -136,7 +137,7 @@ describe("each broken link of the chain hides the capability", () => {
     const c = await chain("link_revoked");
     await db.registry.publish([{ op: "set_version_status", id: c.versionId, status: "revoked" }]);
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [], total: 0, gets: all(c.caps, false) });
-    await expectCode(db.registry.publish([{ op: "set_version_status", id: c.versionId, status: "active" }]), "conflict");
+    await expectRefusal(db.registry.publish([{ op: "set_version_status", id: c.versionId, status: "active" }]), "conflict");
     expect((await view(c.tenant)).ids).toEqual([]);
   });
 
@@ -162,7 +163,7 @@ describe("each broken link of the chain hides the capability", () => {
     await db.registry.publish([await version("cver_link_impl_2", c.typeId, [y]), binding(c.tenant, x, c.instanceId, { enabled: false, policy_revision: 2 })]);
     // The rollout is allowed because x's binding is disabled; re-enabling it is then refused.
     await db.registry.publish([instance(c.instanceId, c.typeId, "cver_link_impl_2", c.tenant, 2)]);
-    await expectCode(db.registry.publish([binding(c.tenant, x, c.instanceId, { enabled: true, policy_revision: 3 })]), "invalid");
+    await expectRefusal(db.registry.publish([binding(c.tenant, x, c.instanceId, { enabled: true, policy_revision: 3 })]), "invalid");
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [y], total: 1, gets: { [x]: false, [y]: true } });
 
     // Enabled behind the publication's back, the binding is still hidden: only the version link is
@@ -215,7 +216,7 @@ describe("filters are evaluated server-side", () => {
     expect(await search("lit.a")).toEqual(["cap:lit.a%c", "cap:lit.a\\c", "cap:lit.a_c", "cap:lit.abc", "cap:lit.axxc"].sort(byDatabase));
     expect(await search("   ")).toHaveLength(6);
     expect(await search("no such text")).toEqual([]);
-    await expectCode(db.registry.catalogPage(c.tenant, { q: "x".repeat(513) }), "invalid");
+    await expectRefusal(db.registry.catalogPage(c.tenant, { q: "x".repeat(513) }), "invalid");
   });
 
   it("exact capability_id: that one capability when visible, nothing otherwise", async () => {

@@ -14,9 +14,10 @@ import { RETRY_AFTER_MS } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
 import { connectorType, replica } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
 import { lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 let fleet: RoutingFleet;

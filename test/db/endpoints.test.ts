@@ -10,7 +10,8 @@ import { replicaEndpointProblem } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { createTestApi } from "../support/http.js";
 import { connectorType, instance, replica, version } from "../support/fleet.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 beforeAll(async () => {

@@ -8,7 +8,8 @@ import { canonicalDigest, schemaBundleDigest } from "../../src/canonical-json.js
 import type { ProblemCode } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
 import { attestation, capability, connectorType, version } from "../support/fleet.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 const typeId = "ctype_adm";

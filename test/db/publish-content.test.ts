@@ -16,8 +16,9 @@ import { loadMigrations } from "../../src/db/sql-files.js";
 import { useTestDatabase } from "../support/database.js";
 import { connectorType, instance, version } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
 import { databaseUrl } from "../support/server.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 beforeAll(async () => {

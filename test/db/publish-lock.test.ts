@@ -13,7 +13,8 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
 import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 let reader: pg.PoolClient;

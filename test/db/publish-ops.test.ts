@@ -10,7 +10,7 @@ import { Change } from "../../src/schemas.js";
 import { PUBLICATION_OPS } from "../../src/vocabulary.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision } from "../support/registry-state.js";
+import { catalogRevision } from "../support/assertions.js";
 
 const db = useTestDatabase();
 

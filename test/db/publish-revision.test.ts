@@ -6,7 +6,8 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 

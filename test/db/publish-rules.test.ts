@@ -7,7 +7,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { ProblemCode } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
 import { attestation, binding, connectorType, instance, policy, registerReplica, replica, version } from "../support/fleet.js";
-import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 

@@ -9,8 +9,9 @@ import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
-import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
-import { publishRoutingFleet, refused, type RoutingFleet } from "../support/routing-fleet.js";
+import { registryState } from "../support/registry-state.js";
+import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
@@ -55,8 +56,8 @@ describe("revoking qualification", () => {
 
     expect(await visible(fleet)).toEqual([]);
     expect((await db.registry.catalogGet(fleet.tenant, fleet.capability)).definition).toBeNull();
-    expect((await refused(resolve(fleet, newAction()))).code).toBe("binding-unavailable");
-    expect((await refused(resolve(fleet, pinned.assignment.action_id))).code).toBe("replica-unavailable");
+    expect((await refusal(resolve(fleet, newAction()))).code).toBe("binding-unavailable");
+    expect((await refusal(resolve(fleet, pinned.assignment.action_id))).code).toBe("replica-unavailable");
     expect((await db.registry.fleetStatus()).active_versions).toBe(activeBefore - 1);
 
     // The same flag again changes nothing and leaves the revision alone.
@@ -83,7 +84,7 @@ describe("revoking qualification", () => {
     });
     await db.registry.publish([qualify(fleet.versionId, false)]);
     const evidence = await registrationEvidence(db.registry, fleet.replica.r!);
-    const error = await refused(
+    const error = await refusal(
       db.registry.replicaLifecycle(fleet.replica.r!, "register", { request_id: requestId(), ...evidence }, hostPrincipal(fleet.replica.r!)),
     );
     expect(error.code).toBe("admission");

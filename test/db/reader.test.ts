@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { ReaderKind } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, version } from "../support/fleet.js";
-import { refusal } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 const TYPE = "ctype_rd";

@@ -8,7 +8,8 @@ import type { TopologyPreference } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
-import { publishRoutingFleet, refused, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { publishRoutingFleet, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
 const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));

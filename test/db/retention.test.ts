@@ -12,7 +12,8 @@ import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { actionMintedAt, DAY_MS, settledDaysAgo, stored, watermarks } from "../support/retention.js";
-import { counters, publishRoutingFleet, refused, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
 const db = useTestDatabase();
 let fleet: RoutingFleet;

@@ -10,7 +10,8 @@ import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { connectorType, publishSimpleFleet } from "../support/fleet.js";
 import { createTestApi } from "../support/http.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 let data: pg.Client;

@@ -8,7 +8,8 @@ import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, instance, policy, replica, version } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
-import { counters, publishRoutingFleet, refused, replicaState, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaState, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
 const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));

@@ -9,7 +9,8 @@ import type { TopologyPreference } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, instance, policy, replica, version } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
-import { counters, publishRoutingFleet, refused, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
 const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));

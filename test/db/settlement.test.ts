@@ -7,7 +7,8 @@ import type { RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { policy } from "../support/fleet.js";
 import { expectHealthy } from "../support/invariants.js";
-import { counters, publishRoutingFleet, refused, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
 const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));

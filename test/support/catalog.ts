@@ -9,23 +9,7 @@ import { RegistryError } from "../../src/registry/errors.js";
 import type { Registry } from "../../src/registry/registry.js";
 import type { CatalogPage } from "../../src/schemas.js";
 
-/** Awaits a registry call that must fail with `code`, and returns the error. */
-export async function expectCode(call: Promise<unknown>, code: string): Promise<RegistryError> {
-  const error = await call.then(
-    (value) => new Error(`expected ${code}, got ${JSON.stringify(value).slice(0, 300)}`),
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(RegistryError);
-  expect((error as RegistryError).code, (error as Error).message).toBe(code);
-  return error as RegistryError;
-}
-
 export const idsOf = (page: CatalogPage) => page.capabilities.map((d) => String(d.capability.id));
-
-export async function catalogRevision(owner: pg.Pool): Promise<number> {
-  const { rows } = await owner.query<{ revision: string }>("SELECT revision FROM aip_catalog_revision");
-  return Number(rows[0]!.revision);
-}
 
 export interface FleetShape {
   tenants: number;

@@ -87,11 +87,6 @@ export async function counters(db: TestDatabase): Promise<Record<string, number>
   return Object.fromEntries(rows.map((r) => [r.k, r.active]));
 }
 
-export async function catalogRevision(db: TestDatabase): Promise<number> {
-  const { rows } = await db.owner.query<{ revision: string }>("SELECT revision FROM aip_catalog_revision WHERE singleton");
-  return Number(rows[0]!.revision);
-}
-
 /** The database clock, in epoch milliseconds. */
 export async function dbNowMs(db: TestDatabase): Promise<number> {
   const { rows } = await db.owner.query<{ ms: string }>("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms");
@@ -126,15 +121,3 @@ export async function waitForLeaseEnd(db: TestDatabase, replicaIds: string[], ti
   }
 }
 
-/** Awaits a registry call that must fail with `code`; returns the error for further checks. */
-export async function expectProblem(call: Promise<unknown>, code: string): Promise<RegistryError> {
-  const error = await call.then(
-    () => {
-      throw new Error(`expected ${code}, but the call succeeded`);
-    },
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(RegistryError);
-  expect((error as RegistryError).code).toBe(code);
-  return error as RegistryError;
-}

@@ -110,18 +110,6 @@ export async function routeCount(owner: pg.Pool, tenant: string): Promise<number
   return rows[0]!.n;
 }
 
-/** The RegistryError a call was refused with; fails if it succeeds or throws anything else. */
-export async function refused(promise: Promise<unknown>): Promise<RegistryError> {
-  let result: unknown;
-  try {
-    result = await promise;
-  } catch (error) {
-    if (error instanceof RegistryError) return error;
-    throw error;
-  }
-  throw new Error(`expected a refusal, but the call succeeded: ${JSON.stringify(result)}`);
-}
-
 /** Move a replica through its lifecycle as its host would (sequence-fenced). */
 export async function replicaTransition(registry: Registry, owner: pg.Pool, replicaId: string, operation: "heartbeat" | "drain" | "offline" | "register") {
   const { health_revision } = await replicaState(owner, replicaId);

@@ -14,7 +14,7 @@ import { canonicalDigest, canonicalJson } from "../../src/canonical-json.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
 import { connectorType, version } from "../support/fleet.js";
-import { refusal } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();
 
