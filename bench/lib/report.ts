@@ -6,7 +6,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import type { Figure } from "./figures.js";
 import type { MachineInfo, ServerInfo } from "./machine.js";
-import type { SeedReport } from "./seed.js";
+import type { SeedReport } from "../../fixtures/seed.js";
 import type { Cost } from "../workloads/cost.js";
 
 export interface Results {

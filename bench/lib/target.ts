@@ -8,7 +8,7 @@ import pg from "pg";
 import { migrate, type MigrationSession } from "../../src/db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { startEmbeddedServer } from "../../test/support/embedded-postgres.js";
+import { startEmbeddedServer } from "../../fixtures/embedded-postgres.js";
 
 export const MACHINE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 const ROLE_PASSWORD = "aip-bench-password";

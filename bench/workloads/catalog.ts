@@ -6,7 +6,7 @@
  */
 import type { Registry } from "../../src/registry/registry.js";
 import type { Recorder } from "../lib/figures.js";
-import { tenantId, type Layout } from "../lib/layout.js";
+import { tenantId, type Layout } from "../../fixtures/layout.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { UnexpectedOutcome } from "./routing.js";
 

@@ -8,7 +8,7 @@
  *   alone and under the noise. The noisy tenant ignores Retry-After on purpose (worst case).
  */
 import type { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../../test/support/fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../../fixtures/records.js";
 import { invariants, type Recorder } from "../lib/figures.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { newActionId, UnexpectedOutcome } from "./routing.js";

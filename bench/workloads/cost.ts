@@ -16,7 +16,7 @@ import os from "node:os";
 import pg from "pg";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { randomRoute, tenantId, type Layout } from "../lib/layout.js";
+import { randomRoute, tenantId, type Layout } from "../../fixtures/layout.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { resolveNew, settle, type Held } from "./routing.js";
 

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Recorder } from "../lib/figures.js";
-import { randomRoute, tenantId, type Layout } from "../lib/layout.js";
+import { randomRoute, tenantId, type Layout } from "../../fixtures/layout.js";
 import { observe } from "../lib/observe.js";
 import { Samples } from "../lib/stats.js";
 import type { BenchDatabase } from "../lib/target.js";

@@ -20,7 +20,7 @@ import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { browserGate } from "../support/browser.js";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet, requestId, hostPrincipal } from "../support/fleet.js";
+import { publishSimpleFleet, requestId, hostPrincipal } from "../../fixtures/records.js";
 import { TEST_SECRET } from "../support/http.js";
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });

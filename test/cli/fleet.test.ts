@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { cleanEnv, cliEnv, runCli, startApiServer, type ApiServer } from "./support.js";
 
 // Each test runs the CLI as a subprocess (a Node start-up each): give them room on a busy machine.

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { DAY_MS, settledDaysAgo, stored, watermarks } from "../support/retention.js";
 import { cleanEnv, cliEnv, runCli, startApiServer, type ApiServer } from "./support.js";
 

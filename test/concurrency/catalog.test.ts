@@ -13,7 +13,7 @@ import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { CatalogPage } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, requestId, version } from "../../fixtures/records.js";
 
 const db = useTestDatabase();
 let control: pg.Pool;

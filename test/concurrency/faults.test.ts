@@ -17,7 +17,7 @@ import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { droppableVictim, holdLocks, limitedDataRole, terminateBackend, victim, waitForBackendExit, waitForLockWaiter } from "../support/faults.js";
-import { binding, instance, policy, hostPrincipal } from "../support/fleet.js";
+import { binding, instance, policy, hostPrincipal } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";

@@ -10,7 +10,7 @@ import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
 import { catalogRevision, refusal } from "../support/assertions.js";
 
 const PUBLISHERS = 16;

@@ -15,7 +15,7 @@ import { expect, it } from "vitest";
 import type { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
-import { hostPrincipal } from "../support/fleet.js";
+import { hostPrincipal } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 

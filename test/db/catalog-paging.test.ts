@@ -6,7 +6,18 @@ import canonicalize from "canonicalize";
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
 import { idsOf, tenantWalk } from "../support/catalog.js";
-import { binding, connectorType, instance, policy, publishSimpleFleet, registerReplica, replica, requestId, version, hostPrincipal } from "../support/fleet.js";
+import {
+  binding,
+  connectorType,
+  instance,
+  policy,
+  publishSimpleFleet,
+  registerReplica,
+  replica,
+  requestId,
+  version,
+  hostPrincipal,
+} from "../../fixtures/records.js";
 import type { CatalogPage } from "../../src/schemas.js";
 import { catalogRevision, expectRefusal } from "../support/assertions.js";
 

@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { ANY_REVISION } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { idsOf } from "../support/catalog.js";
-import { binding, connectorType, instance, version, type CapabilitySpec } from "../support/fleet.js";
+import { binding, connectorType, instance, version, type CapabilitySpec } from "../../fixtures/records.js";
 import { catalogRevision, expectRefusal } from "../support/assertions.js";
 
 const db = useTestDatabase();

@@ -12,7 +12,7 @@ import type pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { RETRY_AFTER_MS } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType, replica } from "../support/fleet.js";
+import { connectorType, replica } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 import { lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";

@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { replicaEndpointProblem } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { createTestApi } from "../support/http.js";
-import { connectorType, instance, replica, version } from "../support/fleet.js";
+import { connectorType, instance, replica, version } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
 import { refusal } from "../support/assertions.js";
 

@@ -4,7 +4,7 @@
  */
 import { expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType, instance, registerReplica, replica, version } from "../support/fleet.js";
+import { connectorType, instance, registerReplica, replica, version } from "../../fixtures/records.js";
 
 const db = useTestDatabase();
 

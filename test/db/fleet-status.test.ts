@@ -4,7 +4,7 @@
  */
 import { expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
 import { dbNowMs, lifecycle, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 import { catalogRevision } from "../support/assertions.js";
 

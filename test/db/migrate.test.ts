@@ -11,7 +11,7 @@ import { withPgSession } from "../../src/db/pg.js";
 import { verifySchema } from "../../src/registry/schema-check.js";
 import { loadFunctionSet, loadMigrations } from "../../src/db/sql-files.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType } from "../support/fleet.js";
+import { connectorType } from "../../fixtures/records.js";
 import { databaseUrl } from "../support/server.js";
 
 const db = useTestDatabase();

@@ -1,7 +1,7 @@
 /**
  * Query plans of the routing hot path at fleet scale: the statements PostgreSQL really executes
  * inside resolve, reacquire, settle, the route read and lease expiry never scan bindings, replicas
- * or route assignments sequentially. The fleet is the benchmark's layout (bench/lib/layout.ts) at
+ * or route assignments sequentially. The fleet is the benchmark's layout (fixtures/layout.ts) at
  * 2,000 replicas and 20,000 bindings, analyzed, with enable_seqscan left on: the planner's own
  * choice is asserted. Plans are captured with auto_explain (every nested statement, JSON, as
  * NOTICEs) under forced custom and forced generic plans, so whichever the plan cache picks for
@@ -13,8 +13,8 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { randomRoute, tenantId, type Layout } from "../../bench/lib/layout.js";
-import { seedFleet, seedRouteHistory } from "../../bench/lib/seed.js";
+import { randomRoute, tenantId, type Layout } from "../../fixtures/layout.js";
+import { seedFleet, seedRouteHistory } from "../../fixtures/seed.js";
 import { withPgSession } from "../../src/db/pg.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";

@@ -13,7 +13,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
 
 const ROLES = { data: "aip_registry_data", control: "aip_registry_control" } as const;

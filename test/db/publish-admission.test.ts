@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalDigest, schemaBundleDigest } from "../../src/canonical-json.js";
 import type { ProblemCode } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { attestation, capability, connectorType, version } from "../support/fleet.js";
+import { attestation, capability, connectorType, version } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
 import { refusal } from "../support/assertions.js";
 

@@ -14,7 +14,7 @@ import pg from "pg";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { loadMigrations } from "../../src/db/sql-files.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType, instance, version } from "../support/fleet.js";
+import { connectorType, instance, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 import { databaseUrl } from "../support/server.js";

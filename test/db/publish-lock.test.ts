@@ -12,7 +12,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
 import { refusal } from "../support/assertions.js";
 

@@ -9,7 +9,7 @@ import { fromDatabaseError } from "../../src/registry/errors.js";
 import { Change } from "../../src/schemas.js";
 import { PUBLICATION_OPS } from "../../src/vocabulary.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
 import { catalogRevision } from "../support/assertions.js";
 
 const db = useTestDatabase();

@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
 import { catalogRevision, refusal } from "../support/assertions.js";
 

@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import type { ProblemCode } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, policy, registerReplica, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, instance, policy, registerReplica, replica, version } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
 import { catalogRevision, refusal } from "../support/assertions.js";
 

@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
+import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";

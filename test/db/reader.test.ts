@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import type { ReaderKind } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, version } from "../support/fleet.js";
+import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, version } from "../../fixtures/records.js";
 import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();

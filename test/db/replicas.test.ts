@@ -5,7 +5,16 @@
  */
 import { describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { hostPrincipal, instance, publishSimpleFleet, registrationEvidence, replica, requestId, version, WELL_FORMED_EVIDENCE } from "../support/fleet.js";
+import {
+  hostPrincipal,
+  instance,
+  publishSimpleFleet,
+  registrationEvidence,
+  replica,
+  requestId,
+  version,
+  WELL_FORMED_EVIDENCE,
+} from "../../fixtures/records.js";
 import { counters, dbNowMs, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 import { catalogRevision, expectRefusal } from "../support/assertions.js";
 

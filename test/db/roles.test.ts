@@ -8,7 +8,7 @@ import { pgExecutor } from "../../src/db/pg.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType, publishSimpleFleet } from "../support/fleet.js";
+import { connectorType, publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";
 import { refusal } from "../support/assertions.js";

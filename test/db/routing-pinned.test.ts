@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, instance, policy, replica, version } from "../support/fleet.js";
+import { binding, instance, policy, replica, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, publishRoutingFleet, replicaState, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
 import { refusal as refused } from "../support/assertions.js";

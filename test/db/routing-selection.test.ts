@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { TopologyPreference } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, instance, policy, replica, version } from "../support/fleet.js";
+import { binding, instance, policy, replica, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, publishRoutingFleet, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
 import { refusal as refused } from "../support/assertions.js";

@@ -14,7 +14,7 @@ import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, requestId, version } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
-import { policy } from "../support/fleet.js";
+import { policy } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
 import { refusal as refused } from "../support/assertions.js";

@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 
 const db = useTestDatabase();
 

@@ -4,7 +4,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";
 

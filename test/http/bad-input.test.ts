@@ -7,7 +7,7 @@ import { SignJWT } from "jose";
 import { beforeAll, describe, expect, it } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType, instance, publishSimpleFleet, version } from "../support/fleet.js";
+import { connectorType, instance, publishSimpleFleet, version } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { registryState, type RegistryState } from "../support/registry-state.js";
 

@@ -5,7 +5,7 @@
  */
 import { beforeAll, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, version } from "../support/fleet.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 const SIZE = 250_000;

@@ -13,7 +13,7 @@ import type { SqlExecutor } from "../../src/db/executor.js";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 const db = useTestDatabase();

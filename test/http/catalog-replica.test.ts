@@ -18,7 +18,7 @@ import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, version } from "../support/fleet.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { embeddedPgCtl, startPrivateServer, type PrivateServer, type Standby } from "../support/private-server.js";
 

@@ -4,7 +4,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, publishSimpleFleet, requestId, version, hostPrincipal } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, publishSimpleFleet, requestId, version, hostPrincipal } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 const db = useTestDatabase();

@@ -14,7 +14,7 @@ import { nodeCompressor } from "../../src/node/compression.js";
 import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 
 const db = useTestDatabase();

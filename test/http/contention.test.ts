@@ -10,7 +10,7 @@ import { createApp } from "../../src/app.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { RETRY_AFTER_MS } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType } from "../support/fleet.js";
+import { connectorType } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { replicaRow } from "../support/replicas.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";

@@ -16,7 +16,7 @@ import { createApp } from "../../src/app.js";
 import { createAuthenticator, SCOPES, type Scope } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../../fixtures/records.js";
 import {
   expectSaneAnswer,
   FUZZ_SEED,

@@ -8,7 +8,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, registrationEvidence, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, registrationEvidence, replica, version } from "../../fixtures/records.js";
 import { expectSaneAnswer, SQL_PAYLOADS } from "../support/fuzz.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";

@@ -12,7 +12,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalDigest } from "../../src/canonical-json.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../../fixtures/records.js";
 import { expectSaneAnswer, nested } from "../support/fuzz.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";

@@ -9,7 +9,7 @@
 import { SignJWT } from "jose";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, registerReplica, replica, version } from "../support/fleet.js";
+import { binding, connectorType, instance, registerReplica, replica, version } from "../../fixtures/records.js";
 import { expectSaneAnswer, TENANT_HEADERS } from "../support/fuzz.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";

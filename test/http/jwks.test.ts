@@ -26,7 +26,7 @@ import { authenticatorFrom, createAuthenticator, type AuthConfig, type Authentic
 import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { freePort } from "../support/free-port.js";
+import { freePort } from "../../fixtures/free-port.js";
 import { TEST_SECRET } from "../support/http.js";
 import { signingKey, signToken, type SigningKey, type TokenOptions } from "../support/jwks-keys.js";
 import { startJwksServer, type JwksServer } from "../support/jwks-server.js";

@@ -9,7 +9,7 @@ import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { jsonLines } from "../../src/observability/access-log.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, publishSimpleFleet } from "../support/fleet.js";
+import { binding, publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 
 const db = useTestDatabase();

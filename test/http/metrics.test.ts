@@ -8,7 +8,7 @@ import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { find, parseExposition, value } from "../support/exposition.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 

@@ -11,7 +11,7 @@ import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType } from "../support/fleet.js";
+import { connectorType } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { databaseUrl } from "../support/server.js";
 

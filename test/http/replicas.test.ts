@@ -4,7 +4,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { instance, registrationEvidence, requestId, WELL_FORMED_EVIDENCE } from "../support/fleet.js";
+import { instance, registrationEvidence, requestId, WELL_FORMED_EVIDENCE } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { provisionFleet, replicaRow } from "../support/replicas.js";
 

@@ -15,7 +15,7 @@ import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
-import { hostPrincipal, registrationEvidence, requestId, type RegistrationEvidence } from "../support/fleet.js";
+import { hostPrincipal, registrationEvidence, requestId, type RegistrationEvidence } from "../../fixtures/records.js";
 import { TEST_SECRET } from "../support/http.js";
 import { provisionFleet, replicaRow, type ProvisionedFleet } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";

@@ -1,6 +1,6 @@
 import { beforeAll, expect, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 const db = useTestDatabase();

@@ -15,7 +15,7 @@ import { createApp } from "../../src/app.js";
 import { createAuthenticator, type Authenticator } from "../../src/http/auth.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { expectSaneAnswer } from "../support/fuzz.js";
 import { TEST_SECRET } from "../support/http.js";
 

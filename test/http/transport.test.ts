@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { useTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { TEST_SECRET } from "../support/http.js";
 
 const db = useTestDatabase();

@@ -16,7 +16,7 @@ import { RegistryError } from "../../src/registry/errors.js";
 import { Registry, type LifecycleRequest, type TopologyPreference } from "../../src/registry/registry.js";
 import type { CatalogPage, LifecycleOperation, PublicationResult, RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
 import { createTestApi, type TestApi } from "./http.js";
-import { hostPrincipal } from "./fleet.js";
+import { hostPrincipal } from "../../fixtures/records.js";
 
 export type Transport = "sql" | "http";
 

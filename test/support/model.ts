@@ -26,7 +26,14 @@ import fc from "fast-check";
 import type pg from "pg";
 import { createPgPool } from "../../src/db/pg.js";
 import type { CatalogPage, LifecycleOperation, RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
-import { binding as bindingChange, connectorType, instance as instanceChange, policy as policyChange, replica as replicaChange, version } from "./fleet.js";
+import {
+  binding as bindingChange,
+  connectorType,
+  instance as instanceChange,
+  policy as policyChange,
+  replica as replicaChange,
+  version,
+} from "../../fixtures/records.js";
 import { createGateway, sqlGateway, type Answer, type Gateway, type Refusal, type Transport } from "./model-gateway.js";
 
 // Shape -----------------------------------------------------------------------------------------

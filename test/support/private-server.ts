@@ -10,8 +10,8 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { embeddedBinaries, startEmbeddedServer } from "./embedded-postgres.js";
-import { freePort } from "./free-port.js";
+import { embeddedBinaries, startEmbeddedServer } from "../../fixtures/embedded-postgres.js";
+import { freePort } from "../../fixtures/free-port.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";

@@ -31,4 +31,3 @@ export async function registryState(owner: pg.Pool): Promise<RegistryState> {
     tables: Object.fromEntries(rows.map((row) => [row.name, row.fingerprint])),
   };
 }
-

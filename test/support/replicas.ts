@@ -8,7 +8,7 @@ import type { LifecycleOperation } from "../../src/schemas.js";
 import type { LifecycleRequest, Registry } from "../../src/registry/registry.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import type { TestDatabase } from "./database.js";
-import { binding, connectorType, instance, policy, registrationEvidence, replica, requestId, version, hostPrincipal } from "./fleet.js";
+import { binding, connectorType, instance, policy, registrationEvidence, replica, requestId, version, hostPrincipal } from "../../fixtures/records.js";
 
 export interface ProvisionedFleet {
   typeId: string;
@@ -120,4 +120,3 @@ export async function waitForLeaseEnd(db: TestDatabase, replicaIds: string[], ti
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
-

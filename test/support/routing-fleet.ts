@@ -7,7 +7,7 @@
 import type pg from "pg";
 import { RegistryError } from "../../src/registry/errors.js";
 import type { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, version, hostPrincipal } from "./fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, version, hostPrincipal } from "../../fixtures/records.js";
 
 export interface ReplicaSpec {
   name: string;

@@ -13,7 +13,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalDigest, canonicalJson } from "../../src/canonical-json.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
-import { connectorType, version } from "../support/fleet.js";
+import { connectorType, version } from "../../fixtures/records.js";
 import { refusal } from "../support/assertions.js";
 
 const db = useTestDatabase();

