@@ -75,7 +75,7 @@ export interface LoggedStatement {
 }
 
 /** Counters for one WebSocket connection (client-to-server direction only). */
-export interface WsConnectionStats {
+interface WsConnectionStats {
   id: number;
   /** The `address` query parameter the driver sent, e.g. `db.localtest.me:5432`. */
   address: string;
@@ -89,7 +89,7 @@ export interface WsConnectionStats {
   open: boolean;
 }
 
-export interface NeonProxyStats {
+interface NeonProxyStats {
   http: {
     /** POST /sql requests received (each `sql\`\`` call or `transaction()` is one). */
     requests: number;

@@ -39,7 +39,7 @@ import { registerRoutingRoutes } from "./routes/routing.js";
 import type { RetentionSettings } from "./maintenance/route-retention.js";
 
 export type { AccessLogEntry } from "./observability/access-log.js";
-export type { MetricsOptions, PoolUsage } from "./observability/metrics.js";
+export type { PoolUsage } from "./observability/metrics.js";
 
 export interface AppOptions {
   /** Catalog answer cache and staleness (src/catalog/serve.ts); default: no cache, always one statement that builds the answer. */

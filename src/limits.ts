@@ -128,7 +128,6 @@ export const CONTROL_DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 60_000, mi
  * long (exit 3) instead of hanging the command. Also migrations' connect bound (src/db/pg.ts).
  */
 export const CLI_CONNECT_TIMEOUT_MS = 10_000;
-export const MIGRATION_CONNECT_TIMEOUT_MS = CLI_CONNECT_TIMEOUT_MS;
 /** A migration's statements run under a 15-minute server-side timeout (src/db/migrate.ts); the client waits a minute longer. */
 export const MIGRATION_QUERY_TIMEOUT_MS = 16 * 60_000;
 

@@ -48,7 +48,7 @@ export interface BenchDatabase {
   closePools(): Promise<void>;
 }
 
-export function urlFor(serverUrl: string, database: string, user?: string, password?: string): string {
+function urlFor(serverUrl: string, database: string, user?: string, password?: string): string {
   const url = new URL(serverUrl);
   url.pathname = `/${database}`;
   if (user) {

@@ -14,7 +14,7 @@ import type { BenchDatabase } from "../lib/target.js";
 import { newActionId, UnexpectedOutcome } from "./routing.js";
 
 const LEASE_MS = 300_000;
-export const NOISY_TENANT_LIMIT = 32;
+const NOISY_TENANT_LIMIT = 32;
 
 export async function publishContentionFleets(registry: Registry): Promise<void> {
   const replicas = [

@@ -83,7 +83,7 @@ function jwksUrlProblem(value: string): string | undefined {
   return "must be an https URL";
 }
 
-export function isLoopbackHost(hostname: string): boolean {
+function isLoopbackHost(hostname: string): boolean {
   const host = hostname.toLowerCase();
   return host === "localhost" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host);
 }

@@ -27,7 +27,7 @@ export interface Compressor {
 }
 
 /** Answers below this size are sent as they are: compressing them saves less than it costs. */
-export const COMPRESSION_MIN_BYTES = 1024;
+const COMPRESSION_MIN_BYTES = 1024;
 
 const ALIASES: Record<string, string> = { "x-gzip": "gzip" };
 

@@ -4,7 +4,7 @@
  * requests Hono never sees, the Worker's misconfiguration answer and the OpenAPI examples.
  */
 import type { Context } from "hono";
-import { PROBLEM_STATUS, PROBLEM_TITLES, RegistryError, type ProblemCode } from "../registry/errors.js";
+import { PROBLEM_TITLES, RegistryError } from "../registry/errors.js";
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
 
@@ -51,7 +51,7 @@ export function problemDocument(error: RegistryError, requestId?: string): Recor
   };
 }
 
-export function problemBody(c: Context, error: RegistryError): Record<string, unknown> {
+function problemBody(c: Context, error: RegistryError): Record<string, unknown> {
   return problemDocument(error, c.get("requestId" as never) as string | undefined);
 }
 
@@ -67,9 +67,3 @@ export function problemResponse(c: Context, error: RegistryError): Response {
   if (challenge) headers["www-authenticate"] = challenge;
   return c.body(JSON.stringify(problemBody(c, error)), error.status as never, headers);
 }
-
-export function problem(code: ProblemCode, detail: string, extensions: Record<string, unknown> = {}): RegistryError {
-  return new RegistryError(code, detail, extensions);
-}
-
-export { PROBLEM_STATUS };

@@ -23,7 +23,7 @@ export interface MaintenanceBounds {
 }
 
 /** The reference daemon's bounds: up to 8 batches of 500 per cycle. */
-export const DEFAULT_MAINTENANCE: MaintenanceBounds = { batchSize: LEASE_EXPIRY_BATCH.default, maxBatches: LEASE_EXPIRY_MAX_BATCHES.default };
+const DEFAULT_MAINTENANCE: MaintenanceBounds = { batchSize: LEASE_EXPIRY_BATCH.default, maxBatches: LEASE_EXPIRY_MAX_BATCHES.default };
 
 /** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS) unless configured. */
 export const DEFAULT_MIN_INTERVAL_MS = LEASE_MAINTENANCE_INTERVAL_MS.default;

@@ -25,7 +25,7 @@ import { backoff, DEFAULT_MIN_INTERVAL_MS, planNextCycle, type MaintenanceCycle 
 export const LEASE_CLOCK_NAME = "lease-clock";
 const DEADLINE_URL = "https://lease-clock/deadline";
 
-export interface ClockStorage {
+interface ClockStorage {
   getAlarm(): Promise<number | null>;
   setAlarm(scheduledTime: number): Promise<void>;
 }
@@ -40,7 +40,7 @@ export interface ClockHost {
   maintain(): Promise<MaintenanceCycle>;
 }
 
-export interface ClockStub {
+interface ClockStub {
   fetch(input: string, init?: RequestInit): Promise<Response>;
 }
 export interface ClockNamespace {

@@ -42,7 +42,7 @@ export interface RetentionCycle {
 }
 
 /** Up to `maxBatches` retention batches, stopping at the first short one. */
-export async function removeSettledRoutes(registry: Registry, settings: RetentionSettings): Promise<RetentionCycle> {
+async function removeSettledRoutes(registry: Registry, settings: RetentionSettings): Promise<RetentionCycle> {
   const cycle: RetentionCycle = { removed: 0, batches: 0, backlog: false, next_due: null };
   while (cycle.batches < settings.maxBatches) {
     const result = await registry.removeSettledRoutes(settings.days, settings.requireExport, settings.batchSize);

@@ -21,7 +21,7 @@ export interface MaintenanceClock {
   clearTimer(timer: unknown): void;
 }
 
-export const systemClock: MaintenanceClock = {
+const systemClock: MaintenanceClock = {
   now: () => Date.now(),
   setTimer(run, delayMs) {
     // setTimeout's longest delay is 2^31 - 1 ms; leases last at most 5 minutes anyway.

@@ -37,7 +37,7 @@ import type { AccessLogSink } from "../observability/access-log.js";
 import { RegistryError } from "../registry/errors.js";
 
 /** The problem for an error Node's HTTP server reports, or null when the client is gone. */
-export function refusalFor(error: NodeJS.ErrnoException & { reason?: string }): RegistryError | null {
+function refusalFor(error: NodeJS.ErrnoException & { reason?: string }): RegistryError | null {
   const code = error.code ?? "";
   // The connection ended (HPE_INVALID_EOF_STATE: it ended in the middle of a request).
   if (/^(ECONNRESET|EPIPE|ECONNABORTED|ETIMEDOUT|ERR_STREAM_PREMATURE_CLOSE|HPE_INVALID_EOF_STATE)$/.test(code)) return null;
@@ -94,7 +94,7 @@ interface Verdict {
 }
 
 /** Why a message that Node parsed is refused before the app sees it, if it is. */
-export function messageRefusal(req: IncomingMessage): RegistryError | null {
+function messageRefusal(req: IncomingMessage): RegistryError | null {
   if (req.httpVersion === "1.1" && req.headers.host === undefined) {
     return new RegistryError("malformed-request", "an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)");
   }

@@ -22,6 +22,7 @@ import { createTestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, replicaState, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
 const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
@@ -321,8 +322,8 @@ describe("statement_timeout", () => {
       ["resolve (shared publication lock)", () => v.registry.resolveRoute("act_stmt_new", f.tenant, f.capability)],
       ["settle (action lock)", () => v.registry.settleRoute(settleRoute.action_id, f.tenant, settleRoute, "completed")],
       ["publish (exclusive publication lock)", () => v.registry.publish([policy(`quota:${f.prefix}:late`)])],
-      ["catalog page (shared publication lock)", () => v.registry.catalogPage(f.tenant, {})],
-      ["catalog get (shared publication lock)", () => v.registry.catalogGet(f.tenant, f.capability)],
+      ["catalog page (shared publication lock)", () => catalogPage(v.registry, f.tenant, {})],
+      ["catalog get (shared publication lock)", () => catalogGet(v.registry, f.tenant, f.capability)],
       [
         "heartbeat (replica row)",
         () =>
@@ -386,8 +387,8 @@ describe("lock_timeout", () => {
       ["aip_resolve_route", () => registry.resolveRoute("act_lockto_new", f.tenant, f.capability)],
       ["aip_settle_route", () => registry.settleRoute(settleRoute.action_id, f.tenant, settleRoute, "completed")],
       ["aip_publish", () => registry.publish([policy(`quota:${f.prefix}:late`)])],
-      ["aip_catalog_page", () => registry.catalogPage(f.tenant, {})],
-      ["aip_catalog_get", () => registry.catalogGet(f.tenant, f.capability)],
+      ["aip_catalog_page", () => catalogPage(registry, f.tenant, {})],
+      ["aip_catalog_get", () => catalogGet(registry, f.tenant, f.capability)],
       ["aip_admin_catalog_page", () => registry.adminCatalogPage(null, true, {})],
       [
         "aip_host_replica_lifecycle",

@@ -12,6 +12,7 @@ import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
 import { catalogRevision, refusal } from "../support/assertions.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 const PUBLISHERS = 16;
 const BATCHES = 5;
@@ -133,7 +134,7 @@ describe("concurrent publishers", () => {
     const readers = Array.from({ length: 4 }, async () => {
       let last = -1;
       while (publishing) {
-        const page = await db.registry.catalogPage(null, {});
+        const page = await catalogPage(db.registry, null, {});
         expect(page.catalog_revision).toBeGreaterThanOrEqual(last);
         last = page.catalog_revision;
       }

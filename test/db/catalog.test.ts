@@ -8,6 +8,7 @@ import { useTestDatabase } from "../support/database.js";
 import { idsOf } from "../support/catalog.js";
 import { binding, connectorType, instance, version, type CapabilitySpec } from "../../fixtures/records.js";
 import { catalogRevision, expectRefusal } from "../support/assertions.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
 const db = useTestDatabase();
 
@@ -38,10 +39,10 @@ async function chain(prefix: string, options: { caps?: (string | CapabilitySpec)
 
 /** What the tenant sees: its page (IDs and total) and, per capability asked, the single read. */
 async function view(tenant: string | null, caps: string[] = [], query: Record<string, unknown> = {}) {
-  const page = await db.registry.catalogPage(tenant, query);
+  const page = await catalogPage(db.registry, tenant, query);
   const gets: Record<string, boolean> = {};
   for (const cap of caps) {
-    const entry = await db.registry.catalogGet(tenant, cap);
+    const entry = await catalogGet(db.registry, tenant, cap);
     expect(entry.catalog_revision).toBe(page.catalog_revision);
     gets[cap] = entry.definition !== null;
   }
@@ -82,13 +83,13 @@ describe("tenant isolation", () => {
     const a = await chain("iso_none");
     const revision = await catalogRevision(db.owner);
     for (const tenant of [null, "", "   "]) {
-      const page = await db.registry.catalogPage(tenant, {});
+      const page = await catalogPage(db.registry, tenant, {});
       expect(page).toEqual({ catalog_revision: revision, capabilities: [], next_cursor: null, total: 0, page_bytes: 0 });
-      expect(await db.registry.catalogGet(tenant, a.caps[0]!)).toEqual({ catalog_revision: revision, definition: null });
+      expect(await catalogGet(db.registry, tenant, a.caps[0]!)).toEqual({ catalog_revision: revision, definition: null });
     }
     // It still checks the cursor it is given.
-    await expectRefusal(db.registry.catalogPage(null, { cursor: "nonsense" }), "invalid");
-    await expectRefusal(db.registry.catalogPage(null, { cursor: `${revision - 1}:0:0000000000000000:cap:x` }), "stale-cursor");
+    await expectRefusal(catalogPage(db.registry, null, { cursor: "nonsense" }), "invalid");
+    await expectRefusal(catalogPage(db.registry, null, { cursor: `${revision - 1}:0:0000000000000000:cap:x` }), "stale-cursor");
   });
 
   it("the publication refuses a binding to another tenant's instance", async () => {
@@ -202,7 +203,7 @@ describe("filters are evaluated server-side", () => {
     const caps = ["cap:lit.a_c", "cap:lit.abc", "cap:lit.a%c", "cap:lit.axxc", "cap:lit.a\\c"];
     const c = await chain("lit", { caps: [...caps, { id: "cap:lit.crm", name: "Contacts", description: "Finds CONTACTS in the CRM" }] });
     const search = async (q: string) => {
-      const page = await db.registry.catalogPage(c.tenant, { q });
+      const page = await catalogPage(db.registry, c.tenant, { q });
       expect(page.total).toBe(page.capabilities.length);
       return idsOf(page);
     };
@@ -216,7 +217,7 @@ describe("filters are evaluated server-side", () => {
     expect(await search("lit.a")).toEqual(["cap:lit.a%c", "cap:lit.a\\c", "cap:lit.a_c", "cap:lit.abc", "cap:lit.axxc"].sort(byDatabase));
     expect(await search("   ")).toHaveLength(6);
     expect(await search("no such text")).toEqual([]);
-    await expectRefusal(db.registry.catalogPage(c.tenant, { q: "x".repeat(513) }), "invalid");
+    await expectRefusal(catalogPage(db.registry, c.tenant, { q: "x".repeat(513) }), "invalid");
   });
 
   it("exact capability_id: that one capability when visible, nothing otherwise", async () => {
@@ -251,7 +252,7 @@ describe("internal administrative reads", () => {
     // What a tenant sees, through the control role; and the tenant wins over unbound.
     for (const flag of [false, true]) {
       const page = await db.registry.adminCatalogPage(bound.tenant, flag, {});
-      expect(page).toEqual(await db.registry.catalogPage(bound.tenant, {}));
+      expect(page).toEqual(await catalogPage(db.registry, bound.tenant, {}));
     }
     expect(await db.registry.adminCatalogPage(null, false, { q: "adm_" })).toMatchObject({ capabilities: [], total: 0 });
   });

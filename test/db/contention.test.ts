@@ -18,6 +18,7 @@ import { registryState } from "../support/registry-state.js";
 import { lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 import { refusal } from "../support/assertions.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 const db = useTestDatabase();
 let fleet: RoutingFleet;
@@ -288,7 +289,7 @@ describe("settlement, lifecycle, lease expiry and publication", () => {
   it("any other lock wait that runs out (a catalog read behind a publication) is busy, not storage", async () => {
     const error = await whileHeld(
       (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtext(current_database()), 1095323715)"),
-      () => refusal(db.registry.catalogPage(fleet.tenant, {})),
+      () => refusal(catalogPage(db.registry, fleet.tenant, {})),
     );
     expect(error.code).toBe("busy");
     expect(error.extensions).toMatchObject({ sqlstate: "55P03", retry_after_ms: RETRY_AFTER_MS.later });

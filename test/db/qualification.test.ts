@@ -12,6 +12,7 @@ import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 import { catalogRevision, refusal } from "../support/assertions.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
 const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
@@ -27,7 +28,7 @@ let actionCounter = 0;
 const newAction = () => `act_qual_${(++actionCounter).toString().padStart(5, "0")}`;
 const resolve = (fleet: RoutingFleet, actionId: string) => db.registry.resolveRoute(actionId, fleet.tenant, fleet.capability);
 const settle = (a: RouteAssignment) => db.registry.settleRoute(a.action_id, a.tenant_id, a, "completed");
-const visible = async (fleet: RoutingFleet) => (await db.registry.catalogPage(fleet.tenant, {})).capabilities.map((d) => d.capability.id);
+const visible = async (fleet: RoutingFleet) => (await catalogPage(db.registry, fleet.tenant, {})).capabilities.map((d) => d.capability.id);
 
 describe("admission", () => {
   it("stores qualification as the outcome of the evidence checks", async () => {
@@ -55,7 +56,7 @@ describe("revoking qualification", () => {
     });
 
     expect(await visible(fleet)).toEqual([]);
-    expect((await db.registry.catalogGet(fleet.tenant, fleet.capability)).definition).toBeNull();
+    expect((await catalogGet(db.registry, fleet.tenant, fleet.capability)).definition).toBeNull();
     expect((await refusal(resolve(fleet, newAction()))).code).toBe("binding-unavailable");
     expect((await refusal(resolve(fleet, pinned.assignment.action_id))).code).toBe("replica-unavailable");
     expect((await db.registry.fleetStatus()).active_versions).toBe(activeBefore - 1);

@@ -17,6 +17,7 @@ import {
 } from "../../fixtures/records.js";
 import { counters, dbNowMs, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 import { catalogRevision, expectRefusal } from "../support/assertions.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 const db = useTestDatabase();
 
@@ -391,7 +392,7 @@ describe("catalog independence", () => {
     const fleet = await publishSimpleFleet(db.registry, { prefix: "cur", tenants: ["tenant-cur"], capabilities: ["cap:cur.a", "cap:cur.b", "cap:cur.c"] });
     const id = fleet.replicas[0]!;
     const revision = await catalogRevision(db.owner);
-    const first = await db.registry.catalogPage("tenant-cur", { limit: 1 });
+    const first = await catalogPage(db.registry, "tenant-cur", { limit: 1 });
     expect(first.catalog_revision).toBe(revision);
     expect(first.next_cursor).not.toBeNull();
 
@@ -400,17 +401,17 @@ describe("catalog independence", () => {
     s = (await lifecycle(db.registry, id, "drain", { previous_sequence: s })).sequence;
     s = (await lifecycle(db.registry, id, "offline", { previous_sequence: s })).sequence;
     s = (await lifecycle(db.registry, id, "register", { lease_ttl_ms: 1000 })).sequence;
-    const second = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: first.next_cursor! });
+    const second = await catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: first.next_cursor! });
     expect(second.capabilities.map((d) => d.capability.id)).toEqual(["cap:cur.b"]);
 
     await waitForLeaseEnd(db, [id]);
     await db.registry.expireLeases(100);
     expect(await catalogRevision(db.owner)).toBe(revision);
-    const third = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! });
+    const third = await catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: second.next_cursor! });
     expect(third.capabilities.map((d) => d.capability.id)).toEqual(["cap:cur.c"]);
 
     // The same cursor does go stale when the catalog itself changes: the check above can fail.
     await db.registry.publish([{ op: "set_connector_type_enabled", id: fleet.typeId, enabled: false }]);
-    await expectRefusal(db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
+    await expectRefusal(catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
   });
 });

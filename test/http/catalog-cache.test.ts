@@ -15,6 +15,7 @@ import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, policy, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 const db = useTestDatabase();
 const CAPS = ["cap:cc.a", "cap:cc.b", "cap:cc.c", "cap:cc.d", "cap:cc.e"];
@@ -196,7 +197,7 @@ describe("with staleness allowed", () => {
     const old = await read(api, token, path);
     // Another process (here the database directly) serves a page of a newer revision.
     await db.registry.publish([policy("quota:cc-newer")]);
-    const newer = await db.registry.catalogPage("tenant-cc-a", { limit: 2 });
+    const newer = await catalogPage(db.registry, "tenant-cc-a", { limit: 2 });
     expect(newer.catalog_revision).toBe(JSON.parse(old.text).catalog_revision + 1);
     now += 10;
     // Its cursor reaches this process: revalidated (a statement), answered at its revision.

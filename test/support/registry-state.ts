@@ -4,7 +4,6 @@
  * owner; and a helper that returns the RegistryError a call was refused with.
  */
 import type pg from "pg";
-import { RegistryError } from "../../src/registry/errors.js";
 import { catalogRevision } from "./assertions.js";
 
 export interface RegistryState {

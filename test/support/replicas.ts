@@ -1,12 +1,5 @@
-/**
- * Helpers for lifecycle, lease and fleet tests: a provisioned (not yet registered) fleet, direct
- * reads of replica and counter rows as the owner, the database clock, and waiting for a lease to
- * end on that clock.
- */
-import { expect } from "vitest";
 import type { LifecycleOperation } from "../../src/schemas.js";
 import type { LifecycleRequest, Registry } from "../../src/registry/registry.js";
-import { RegistryError } from "../../src/registry/errors.js";
 import type { TestDatabase } from "./database.js";
 import { binding, connectorType, instance, policy, registrationEvidence, replica, requestId, version, hostPrincipal } from "../../fixtures/records.js";
 

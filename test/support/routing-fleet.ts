@@ -5,11 +5,10 @@
  * (counters, replica state). Everything is published in one batch; replicas then register.
  */
 import type pg from "pg";
-import { RegistryError } from "../../src/registry/errors.js";
 import type { Registry } from "../../src/registry/registry.js";
 import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, version, hostPrincipal } from "../../fixtures/records.js";
 
-export interface ReplicaSpec {
+interface ReplicaSpec {
   name: string;
   region?: string;
   zone?: string;
@@ -19,7 +18,7 @@ export interface ReplicaSpec {
   register?: boolean;
 }
 
-export interface InstanceSpec {
+interface InstanceSpec {
   name: string;
   priority?: number;
   replicas: ReplicaSpec[];
