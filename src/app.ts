@@ -132,8 +132,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     throw new RegistryError("payload-too-large", "the request body exceeds the size limit");
   };
   // GET and HEAD handlers never read a body, and Hono's limit asks for one by building the whole
-  // WHATWG Request on Node (its AbortController and stream included): a tenth of a warm catalog
-  // hit's CPU, spent on a body nobody reads.
+  // WHATWG Request on Node (its AbortController and stream included): CPU spent on a body nobody
+  // reads (its share of a warm catalog hit: docs/decisions.md).
   const limitBodies = (maxSize: number): MiddlewareHandler => {
     const limit = bodyLimit({ maxSize, onError: tooLarge });
     return (c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limit(c, next));

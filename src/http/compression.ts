@@ -14,7 +14,7 @@
  *   through it, so they pay nothing for it.
  *
  * Brotli (quality 5) is offered first, then gzip (level 6): on the catalog pages and the OpenAPI
- * document brotli 5 costs what gzip 6 costs and is 10 to 30 % smaller (bench/README.md).
+ * document brotli 5 costs what gzip 6 costs and is smaller (figures: docs/decisions.md).
  */
 import type { Context, MiddlewareHandler } from "hono";
 
