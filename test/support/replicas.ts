@@ -1,7 +1,7 @@
 import type { LifecycleOperation } from "../../src/schemas.js";
 import type { LifecycleRequest, Registry } from "../../src/registry/registry.js";
 import type { TestDatabase } from "./database.js";
-import { binding, connectorType, instance, policy, registrationEvidence, replica, requestId, version, hostPrincipal } from "../../fixtures/records.js";
+import { hostPrincipal, publishTenantFleet, registrationEvidence, requestId } from "../../fixtures/records.js";
 
 export interface ProvisionedFleet {
   typeId: string;
@@ -14,34 +14,24 @@ export interface ProvisionedFleet {
 
 /**
  * One type and active version with one capability; per tenant one instance, bound to the
- * capability, with `replicasPerTenant` provisioned replicas that have not registered yet.
+ * capability, with `replicasPerTenant` provisioned replicas that have not registered yet
+ * (publishTenantFleet).
  */
 export async function provisionFleet(
   registry: Registry,
   options: { prefix: string; tenants?: string[]; replicasPerTenant?: number; capacity?: number; policy?: Record<string, unknown> },
 ): Promise<ProvisionedFleet> {
   const { prefix } = options;
-  const typeId = `ctype_${prefix}`;
-  const versionId = `cver_${prefix}_1`;
   const capability = `cap:${prefix}.run`;
-  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, [capability])];
-  const policyRef = options.policy ? `policy:${prefix}` : undefined;
-  if (policyRef) changes.push(policy(policyRef, options.policy));
-  const tenants: ProvisionedFleet["tenants"] = [];
-  for (const tenant of options.tenants ?? [`tenant-${prefix}`]) {
-    const instanceId = `cinst_${prefix}_${tenant}`;
-    changes.push(instance(instanceId, typeId, versionId, tenant));
-    changes.push(binding(tenant, capability, instanceId, policyRef ? { quota_policy_ref: policyRef } : {}));
-    const replicas: string[] = [];
-    for (let n = 0; n < (options.replicasPerTenant ?? 1); n++) {
-      const replicaId = `crepl_${prefix}_${tenant}_${n}`;
-      changes.push(replica(replicaId, instanceId, versionId, { capacity: options.capacity ?? 10 }));
-      replicas.push(replicaId);
-    }
-    tenants.push({ tenant, instanceId, replicas });
-  }
-  await registry.publish(changes);
-  return { typeId, versionId, capability, tenants, replicas: tenants.flatMap((t) => t.replicas) };
+  const fleet = await publishTenantFleet(registry, {
+    prefix,
+    tenants: options.tenants ?? [`tenant-${prefix}`],
+    capabilities: [capability],
+    replicaIds: (tenant) => Array.from({ length: options.replicasPerTenant ?? 1 }, (_, n) => `crepl_${prefix}_${tenant}_${n}`),
+    ...(options.capacity !== undefined ? { capacity: options.capacity } : {}),
+    ...(options.policy ? { policy: { ref: `policy:${prefix}`, overrides: options.policy } } : {}),
+  });
+  return { typeId: fleet.typeId, versionId: fleet.versionId, capability, tenants: fleet.tenants, replicas: fleet.replicas };
 }
 
 /**
