@@ -14,7 +14,7 @@
  */
 import pg from "pg";
 import { Registry } from "../src/registry/registry.js";
-import { type Layout } from "./lib/layout.js";
+import type { Layout } from "./lib/layout.js";
 import { seedFleet } from "./lib/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL } from "./lib/target.js";
 import { backendCpuMs } from "./workloads/cost.js";
