@@ -15,7 +15,7 @@
 import pg from "pg";
 import { Registry } from "../src/registry/registry.js";
 import type { Layout } from "./lib/layout.js";
-import { seedFleet } from "./lib/seed.js";
+import { seedFleet, seedRouteHistory } from "./lib/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL } from "./lib/target.js";
 import { backendCpuMs } from "./workloads/cost.js";
 import { resolveNew, settle } from "./workloads/routing.js";
@@ -44,7 +44,8 @@ async function main() {
   const plain = new pg.Client({ connectionString: db.ownerUrl, application_name: "aip-bench-profile-plain" });
   try {
     const { layout: l } = await db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }));
-    await db.withOwner((s) => s.exec("ANALYZE"));
+    // A registry's route table holds its history: plans chosen against an empty one would scan it.
+    await db.withOwner((s) => seedRouteHistory(s, 10_000));
     // Two sessions: one plain (the cycle's CPU as shipped), one with the profiler. The profiler
     // must be on before a function's first call in the session, or it never instruments it.
     const cpuPerCycle = async (c: pg.Client) => {
