@@ -75,13 +75,14 @@ export interface CatalogReplicaOptions {
 
 /**
  * The replay lag, in milliseconds, as a FROM item `replay(lag_ms, zero)`. OFFSET 0 keeps the
- * planner from folding it into the read, so the read (lateral to `zero`) runs after it.
+ * planner from folding it into the read, and `zero` is not a constant the planner could substitute
+ * (pg_backend_pid() is STABLE), so the read, lateral to `zero`, runs after the measurement.
  */
 const MEASURE = `(SELECT CASE
     WHEN NOT pg_is_in_recovery() THEN 0::float8
     WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() AND EXISTS (SELECT FROM pg_stat_wal_receiver) THEN 0::float8
     ELSE greatest(0, 1000 * extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp()))::float8
-  END AS lag_ms, 0::bigint AS zero OFFSET 0) replay`;
+  END AS lag_ms, 0 * pg_backend_pid()::bigint AS zero OFFSET 0) replay`;
 
 export const primaryStatement = (s: CatalogStatement) => `SELECT ${s.columns} FROM ${s.from("")}`;
 export const replicaStatement = (s: CatalogStatement) =>
