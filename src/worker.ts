@@ -15,7 +15,9 @@
  * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
  *   a compute waking from suspension plus a full statement timeout), then 503 `storage`.
  * - NEON_LOCAL_PROXY: development and tests only, the URL of dev/neon-proxy.ts.
- * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads.
+ * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads;
+ *   CATALOG_REPLICA_MAX_LAG_MS (1000 by default): the most replay lag its answers may have
+ *   (src/catalog/replica.ts; further behind, the read goes to DATABASE_URL).
  * - CATALOG_CACHE (`true` by default): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
  * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/lease-clock.ts), exported below.
