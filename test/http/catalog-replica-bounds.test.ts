@@ -15,7 +15,8 @@
  *   back.
  *
  * It needs the machine's PostgreSQL server binaries (/usr/lib/postgresql/<major>/bin, with
- * pg_basebackup); without them it says why and skips.
+ * pg_basebackup); without them it says why and skips, and REQUIRE_MACHINE_POSTGRES=1 (CI run 1,
+ * .ci/run) makes that a failure.
  */
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,6 +32,10 @@ import { machinePostgres, startPrivateServer, type PrivateServer, type Standby }
 const machine = machinePostgres();
 const SKIP_REASON = "no PostgreSQL server binaries with pg_basebackup under /usr/lib/postgresql/<major>/bin (install postgresql, e.g. postgresql-15)";
 if (!machine) console.warn(`catalog-replica-bounds: skipped: ${SKIP_REASON}`);
+
+it.runIf(!machine && process.env.REQUIRE_MACHINE_POSTGRES === "1")("needs the machine's PostgreSQL server binaries (REQUIRE_MACHINE_POSTGRES=1)", () => {
+  throw new Error(`REQUIRE_MACHINE_POSTGRES=1: ${SKIP_REASON}`);
+});
 
 const TENANT = "tenant-bounds";
 const KEPT = ["cap:bounds.a0", "cap:bounds.a1"];
