@@ -221,8 +221,9 @@ export class CatalogReplica {
     statement: CatalogStatement,
     params: unknown[],
   ): Promise<ReplicaRead<R> | FallbackReason> {
-    if (this.s.failures > 0) {
-      // Backing off: only one read at a time tries again, once the backoff has passed.
+    // Backing off: only one read at a time tries again, once the backoff has passed.
+    const probe = this.s.failures > 0;
+    if (probe) {
       if (this.s.probing || this.s.now() < this.s.retryAt) return "unreachable";
       this.s.probing = true;
     }
@@ -242,7 +243,7 @@ export class CatalogReplica {
       this.failed(error);
       return isUnreachable(error) ? "unreachable" : "error";
     } finally {
-      this.s.probing = false;
+      if (probe) this.s.probing = false;
     }
     this.reached();
     if (!row) return { row, lagMs: 0, from: "replica" };
@@ -268,7 +269,9 @@ export class CatalogReplica {
    * replica that cannot be reached starts (or continues) its backoff.
    */
   async probe(): Promise<ReplicaStatus> {
-    if (this.s.failures === 0 || (!this.s.probing && this.s.now() >= this.s.retryAt)) {
+    const retry = this.s.failures > 0;
+    if (!retry || (!this.s.probing && this.s.now() >= this.s.retryAt)) {
+      if (retry) this.s.probing = true;
       try {
         const [row] = await this.replica.query<{ lag_ms: number | string | null }>(`SELECT replay.lag_ms FROM ${MEASURE}`);
         this.reached();
@@ -278,6 +281,8 @@ export class CatalogReplica {
         else if (this.s.state !== "behind_floor") this.s.state = "ok";
       } catch (error) {
         this.failed(error);
+      } finally {
+        if (retry) this.s.probing = false;
       }
     }
     return this.status();
