@@ -18,11 +18,15 @@
  * primary is up.
  *
  * The lag is the replica's own view: 0 when it is not in recovery (a primary), 0 when a WAL
- * receiver is connected and everything received is replayed (an idle primary sends nothing),
- * otherwise the time since the last transaction it replayed committed (on the primary's clock),
- * which over-counts the lag of a replica that has replayed all the primary wrote. Unknown (no
- * transaction replayed since the replica started, while WAL is pending): too far behind. It is
- * measured first in the statement, lateral to the read, right after the statement's snapshot.
+ * receiver is connected and everything received is replayed (an idle primary sends nothing; after
+ * a restart the receive position starts at the beginning of a segment, behind the replay
+ * position, hence `<=`), otherwise the time since the last transaction it replayed committed (on
+ * the primary's clock), which over-counts the lag of a replica that has replayed all the primary
+ * wrote. Unknown (no transaction replayed since the replica started, while WAL is pending): too
+ * far behind. It is measured first in the statement, lateral to the read, right after the
+ * statement's snapshot. What a replica cannot see is WAL the primary has not sent it yet: a
+ * replica catching up after a long disconnection may look caught up between two chunks of WAL
+ * (the floors still keep this process from going backwards).
  *
  * The answer's `lagMs` is how long before now the replica's snapshot was known to be current:
  * whoever keeps the answer (src/catalog/serve.ts, the staleness bound) counts its age from
@@ -80,7 +84,7 @@ export interface CatalogReplicaOptions {
  */
 const MEASURE = `(SELECT CASE
     WHEN NOT pg_is_in_recovery() THEN 0::float8
-    WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() AND EXISTS (SELECT FROM pg_stat_wal_receiver) THEN 0::float8
+    WHEN pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() AND EXISTS (SELECT FROM pg_stat_wal_receiver) THEN 0::float8
     ELSE greatest(0, 1000 * extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp()))::float8
   END AS lag_ms, 0 * pg_backend_pid()::bigint AS zero OFFSET 0) replay`;
 

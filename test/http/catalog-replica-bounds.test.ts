@@ -100,16 +100,27 @@ describe.skipIf(!machine)(
       await primary?.stop();
     }, 120_000);
 
+    let policyRevision = 1;
+
     /** Replay paused, one publication that revokes a version's qualification and disables a binding. */
-    async function revokeWhilePaused(n: number): Promise<{ revision: number; at: number }> {
+    async function revokeWhilePaused(): Promise<{ revision: number; at: number }> {
       await standby.pauseReplay();
       // Before the publication commits: the bound is counted from no later than its commit.
       const at = Date.now();
       const published = await control.publish([
         { op: "set_version_qualification", id: "cver_bounds_b", supply_chain_qualified: false, reason: "CVE in the test" },
-        binding(TENANT, KEPT[1]!, "cinst_bounds_a", { enabled: false, policy_revision: 10 + 20 * n }),
+        binding(TENANT, KEPT[1]!, "cinst_bounds_a", { enabled: false, policy_revision: ++policyRevision }),
       ]);
       return { revision: published.catalog_revision, at };
+    }
+
+    /** Everything visible again, replayed by the standby. */
+    async function restore(): Promise<void> {
+      await control.publish([
+        { op: "set_version_qualification", id: "cver_bounds_b", supply_chain_qualified: true },
+        binding(TENANT, KEPT[1]!, "cinst_bounds_a", { enabled: true, policy_revision: ++policyRevision }),
+      ]);
+      await standby.catchUp();
     }
 
     it("serves the standby while it is current, as the data role, with its lag measured in the same statement", async () => {
@@ -129,7 +140,7 @@ describe.skipIf(!machine)(
       const { registry, replica } = replicaRegistry({ maxLagMs: 600_000 });
       const before = await registry.catalogPage(TENANT, {});
       try {
-        const published = await revokeWhilePaused(0);
+        const published = await revokeWhilePaused();
         expect(published.revision).toBeGreaterThan(before.catalog_revision);
         // The paused standby still answers the old revision, within the (huge) bound.
         expect((await registry.catalogPage(TENANT, {})).catalog_revision).toBe(before.catalog_revision);
@@ -162,18 +173,14 @@ describe.skipIf(!machine)(
       const api = createTestApi(registry, { catalog: { cache: new MemoryCatalogCache(1024 * 1024), maxStalenessMs: STALENESS_MS } });
       const token = await api.tenantToken(TENANT);
       // Back to everything visible (revision R1), cached and confirmed on the standby.
-      await control.publish([
-        { op: "set_version_qualification", id: "cver_bounds_b", supply_chain_qualified: true },
-        binding(TENANT, KEPT[1]!, "cinst_bounds_a", { enabled: true, policy_revision: 20 }),
-      ]);
-      await standby.catchUp();
+      await restore();
       const first = await api.call("GET", "/v1/catalog/capabilities", { token });
       const old = (await first.json()) as { catalog_revision: number; capabilities: { capability: unknown }[] };
       expect(ids(old)).toEqual([...KEPT, ...REVOKED].sort());
       const oldEtag = first.headers.get("etag")!;
       expect((await api.call("GET", `/v1/catalog/capabilities/${REVOKED[0]}`, { token })).status).toBe(200);
 
-      const published = await revokeWhilePaused(1);
+      const published = await revokeWhilePaused();
       const bound = published.at + STALENESS_MS + MAX_LAG_MS;
       const seen: { requestedAt: number; revision: number; ids: string[]; validated: number; definition: number }[] = [];
       try {
@@ -218,6 +225,39 @@ describe.skipIf(!machine)(
       await standby.catchUp();
       await api.call("GET", "/readyz");
       expect(replica.status().state).toBe("ok");
+    }, 60_000);
+
+    it("at staleness 0, serves the previous revision for at most the lag bound after the publication", async () => {
+      const { registry, replica } = replicaRegistry({ maxLagMs: MAX_LAG_MS });
+      const api = createTestApi(registry);
+      const token = await api.tenantToken(TENANT);
+      await restore();
+      expect((await api.call("GET", "/v1/catalog/capabilities", { token })).status).toBe(200);
+      const published = await revokeWhilePaused();
+      const seen: { requestedAt: number; revision: number; ids: string[] }[] = [];
+      try {
+        while (Date.now() < published.at + MAX_LAG_MS + 1_000) {
+          const requestedAt = Date.now();
+          const body = (await (await api.call("GET", "/v1/catalog/capabilities", { token })).json()) as {
+            catalog_revision: number;
+            capabilities: { capability: unknown }[];
+          };
+          seen.push({ requestedAt, revision: body.catalog_revision, ids: ids(body) });
+          await sleep(25);
+        }
+      } finally {
+        await standby.resumeReplay();
+      }
+      const late = seen.filter((s) => s.requestedAt > published.at + MAX_LAG_MS);
+      expect(late.length).toBeGreaterThan(5);
+      for (const s of late) expect(s).toMatchObject({ revision: published.revision, ids: [KEPT[0]] });
+      const firstNew = seen.findIndex((s) => s.revision === published.revision);
+      expect(seen.slice(firstNew).every((s) => s.revision === published.revision)).toBe(true);
+      const lastOld = seen.filter((s) => s.revision < published.revision).at(-1);
+      console.log(
+        `replica lag bound at staleness 0: last old answer requested ${lastOld ? lastOld.requestedAt - published.at : "-"} ms after the publication ` +
+          `(bound ${MAX_LAG_MS} ms), ${seen.length} requests, fallbacks ${JSON.stringify(replica.status().fallbacks)}`,
+      );
     }, 60_000);
 
     it("answers every catalog request from the primary while the standby is stopped, stays ready, and returns to the standby after its backoff", async () => {
