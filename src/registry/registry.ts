@@ -70,8 +70,8 @@ export interface RegistryExecutors {
   catalogReplica?: CatalogReplica;
 }
 
-/** A catalog read's answer with how long before now it was known current (0: the primary's). */
-export type CatalogAnswer = CatalogText & { replay_lag_ms: number };
+/** A catalog read's answer; a replica's says how long before now it was known current. */
+export type CatalogAnswer = CatalogText & { replay_lag_ms?: number };
 
 const json = (value: unknown) => JSON.stringify(value);
 
@@ -155,7 +155,7 @@ export class Registry {
       { columns: "r.revision::text AS revision", from: (after) => `(SELECT aip_catalog_revision_now()${after} AS revision) r` },
       [],
     );
-    return { catalog_revision: answer.catalog_revision, replay_lag_ms: answer.replay_lag_ms };
+    return { catalog_revision: answer.catalog_revision, replay_lag_ms: answer.replay_lag_ms ?? 0 };
   }
 
   /** The catalog replica's state (null: none configured); `probe` asks it for its lag first. */
@@ -261,11 +261,13 @@ export class Registry {
   private async catalogRead(tenantId: string | null, statement: CatalogStatement, params: unknown[]): Promise<CatalogAnswer> {
     type Row = { revision: string; text?: string | null; not_modified?: boolean };
     try {
-      const { row, lagMs } = this.replica
+      const { row, lagMs, from } = this.replica
         ? await this.replica.read<Row>(tenantId, statement, params, this.executors.data)
-        : { row: (await this.executors.data.query<Row>(primaryStatement(statement), params))[0], lagMs: 0 };
+        : { row: (await this.executors.data.query<Row>(primaryStatement(statement), params))[0], lagMs: 0, from: "primary" };
       if (!row) throw new RegistryError("storage", "the catalog read returned no row", {}, true);
-      return { catalog_revision: Number(row.revision), text: row.text ?? null, not_modified: row.not_modified ?? false, replay_lag_ms: lagMs };
+      const answer: CatalogAnswer = { catalog_revision: Number(row.revision), text: row.text ?? null, not_modified: row.not_modified ?? false };
+      if (from === "replica") answer.replay_lag_ms = lagMs;
+      return answer;
     } catch (error) {
       throw fromDatabaseError(error);
     }
