@@ -47,9 +47,11 @@ export interface CatalogStatement {
   /** e.g. `catalog_revision::text AS revision, page AS text, not_modified`; must include `revision`. */
   columns: string;
   /**
-   * The FROM item, e.g. `aip_catalog_page($1::text, $2::jsonb, $3::bigint${after})`. `after` (a
-   * bigint 0 added to one argument) makes the call lateral to the lag measurement, so the lag is
-   * measured before the read runs; "" on the primary, where nothing is measured.
+   * The FROM item, e.g. `aip_catalog_page($1::text, $2::jsonb, $3::bigint${after})`. `after`
+   * (` + replay.zero`, a bigint 0, appended to a bigint argument) makes the call lateral to the lag
+   * measurement, so the lag is measured before the read runs; "" on the primary, where nothing is
+   * measured. A call without a bigint argument may ignore it: the lag is then measured in the
+   * same statement still, before or after the read as the planner orders them.
    */
   from: (after: string) => string;
 }
@@ -142,6 +144,13 @@ function isUnreachable(error: unknown): boolean {
   return typeof code !== "string" || /^E[A-Z]+$/.test(code) || !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57)/.test(code);
 }
 
+export interface ReplicaRows<R> {
+  rows: R[];
+  /** 0 on the primary; on the replica, how long before now its snapshot was known current. */
+  lagMs: number;
+  from: "replica" | "primary";
+}
+
 export interface ReplicaRead<R> {
   row: R | undefined;
   /** 0 on the primary; on the replica, how long before now its snapshot was known current. */
@@ -212,28 +221,45 @@ export class CatalogReplica {
     params: unknown[],
     primary: SqlExecutor,
   ): Promise<ReplicaRead<R>> {
-    const reason = await this.tryReplica<R>(key, statement, params);
+    const { rows, lagMs, from } = await this.readRows<R>(() => key, statement, params, primary);
+    return { row: rows[0], lagMs, from };
+  }
+
+  /**
+   * A catalog read of several rows, each with its own key and revision (the revisions of several
+   * tenants in one statement): the replica's rows only when its lag is within the bound and every
+   * row's revision is at least its key's floor; otherwise all of the primary's.
+   */
+  async readRows<R extends { revision: string | number }>(
+    keyOf: (row: R) => string | null,
+    statement: CatalogStatement,
+    params: unknown[],
+    primary: SqlExecutor,
+  ): Promise<ReplicaRows<R>> {
+    const reason = await this.tryReplica<R>(keyOf, statement, params);
     if (typeof reason !== "string") return reason;
     this.s.fallbacks[reason]++;
-    const [row] = await primary.query<R>(primaryStatement(statement), params);
-    if (row) this.s.floors.observe(key, Number(row.revision), this.s.now());
-    return { row, lagMs: 0, from: "primary" };
+    const rows = await primary.query<R>(primaryStatement(statement), params);
+    const now = this.s.now();
+    for (const row of rows) this.s.floors.observe(keyOf(row), Number(row.revision), now);
+    return { rows, lagMs: 0, from: "primary" };
   }
 
   private async tryReplica<R extends { revision: string | number }>(
-    key: string | null,
+    keyOf: (row: R) => string | null,
     statement: CatalogStatement,
     params: unknown[],
-  ): Promise<ReplicaRead<R> | FallbackReason> {
+  ): Promise<ReplicaRows<R> | FallbackReason> {
     // Backing off: only one read at a time tries again, once the backoff has passed.
     const probe = this.s.failures > 0;
     if (probe) {
       if (this.s.probing || this.s.now() < this.s.retryAt) return "unreachable";
       this.s.probing = true;
     }
-    let row: (R & { replay_lag_ms?: number | string | null }) | undefined;
+    type Measured = R & { replay_lag_ms?: number | string | null };
+    let measured: Measured[];
     try {
-      [row] = await this.replica.query<R & { replay_lag_ms?: number | string | null }>(replicaStatement(statement), params);
+      measured = await this.replica.query<Measured>(replicaStatement(statement), params);
     } catch (error) {
       if (isAnswer(error)) {
         this.reached();
@@ -250,22 +276,24 @@ export class CatalogReplica {
       if (probe) this.s.probing = false;
     }
     this.reached();
-    if (!row) return { row, lagMs: 0, from: "replica" };
-    const lag = row.replay_lag_ms === null || row.replay_lag_ms === undefined ? null : Number(row.replay_lag_ms);
+    // No row: nothing to bound (every read here answers one row per key it was asked).
+    if (measured.length === 0) return { rows: [], lagMs: 0, from: "replica" };
+    const reported = measured[0]!.replay_lag_ms;
+    const lag = reported === null || reported === undefined ? null : Number(reported);
     this.s.lagMs = lag;
-    const { replay_lag_ms: _, ...answer } = row;
+    const rows = measured.map(({ replay_lag_ms: _, ...row }) => row as unknown as R);
     if (lag === null || !(lag <= this.maxLagMs)) {
       this.s.state = "lagging";
       return "lagging";
     }
     const asOf = this.s.now() - lag;
-    if (!this.s.floors.admits(key, Number(row.revision), asOf)) {
+    if (!rows.every((row) => this.s.floors.admits(keyOf(row), Number(row.revision), asOf))) {
       this.s.state = "behind_floor";
       return "behind_floor";
     }
     this.s.state = "ok";
-    this.s.floors.observe(key, Number(row.revision), asOf);
-    return { row: answer as unknown as R, lagMs: lag, from: "replica" };
+    for (const row of rows) this.s.floors.observe(keyOf(row), Number(row.revision), asOf);
+    return { rows, lagMs: lag, from: "replica" };
   }
 
   /**

@@ -136,6 +136,46 @@ describe("replica selection", () => {
   });
 });
 
+describe("several keys in one statement", () => {
+  const REVISIONS: CatalogStatement = {
+    columns: "tenant_id, revision::text AS revision",
+    from: () => "aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))",
+  };
+  /** An executor answering every tenant's revision from a map, with a replay lag. */
+  const revisions = (map: Record<string, number>, lag = 0) => {
+    const texts: string[] = [];
+    return {
+      texts,
+      async query<R>(text: string) {
+        texts.push(text);
+        return Object.entries(map).map(([tenant_id, revision]) => ({ tenant_id, revision: String(revision), replay_lag_ms: lag })) as R[];
+      },
+    } satisfies SqlExecutor & { texts: string[] };
+  };
+  const keyOf = (row: { tenant_id: string }) => row.tenant_id;
+
+  it("serves the replica's rows only when every row is at least its own tenant's floor", async () => {
+    const primary = revisions({ a: 4, b: 9 });
+    const state = new CatalogReplica(revisions({ a: 3, b: 9 }), { maxLagMs: 1000 });
+    // No floors yet: the replica's rows.
+    expect(await state.readRows(keyOf, REVISIONS, [], primary)).toMatchObject({
+      from: "replica",
+      rows: [{ tenant_id: "a", revision: "3" }, { revision: "9" }],
+    });
+    expect([state.floor("a"), state.floor("b")]).toEqual([3, 9]);
+    // Tenant a saw 4 on the primary: the replica's 3 for a sends the whole batch to the primary.
+    await state.over(revisions({ a: 4 }, 2000)).readRows(keyOf, REVISIONS, [], primary);
+    expect(state.floor("a")).toBe(4);
+    const again = await state.readRows(keyOf, REVISIONS, [], primary);
+    expect(again).toMatchObject({ from: "primary", rows: [{ revision: "4" }, { revision: "9" }] });
+    expect(state.status().fallbacks).toMatchObject({ lagging: 1, behind_floor: 1 });
+    expect(primary.texts).toEqual([
+      "SELECT tenant_id, revision::text AS revision FROM aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))",
+      "SELECT tenant_id, revision::text AS revision FROM aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))",
+    ]);
+  });
+});
+
 describe("revision floors", () => {
   it("forget the least recently used key beyond their bound, and then admit it only from a snapshot as new as what was forgotten", () => {
     const floors = new RevisionFloors(2);
