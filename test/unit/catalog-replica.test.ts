@@ -152,21 +152,22 @@ describe("several keys in one statement", () => {
       },
     } satisfies SqlExecutor & { texts: string[] };
   };
-  const keyOf = (row: { tenant_id: string }) => row.tenant_id;
+  type Row = { tenant_id: string; revision: string };
+  const keyOf = (row: Row) => row.tenant_id;
 
   it("serves the replica's rows only when every row is at least its own tenant's floor", async () => {
     const primary = revisions({ a: 4, b: 9 });
     const state = new CatalogReplica(revisions({ a: 3, b: 9 }), { maxLagMs: 1000 });
     // No floors yet: the replica's rows.
-    expect(await state.readRows(keyOf, REVISIONS, [], primary)).toMatchObject({
+    expect(await state.readRows<Row>(keyOf, REVISIONS, [], primary)).toMatchObject({
       from: "replica",
       rows: [{ tenant_id: "a", revision: "3" }, { revision: "9" }],
     });
     expect([state.floor("a"), state.floor("b")]).toEqual([3, 9]);
     // Tenant a saw 4 on the primary: the replica's 3 for a sends the whole batch to the primary.
-    await state.over(revisions({ a: 4 }, 2000)).readRows(keyOf, REVISIONS, [], primary);
+    await state.over(revisions({ a: 4 }, 2000)).readRows<Row>(keyOf, REVISIONS, [], primary);
     expect(state.floor("a")).toBe(4);
-    const again = await state.readRows(keyOf, REVISIONS, [], primary);
+    const again = await state.readRows<Row>(keyOf, REVISIONS, [], primary);
     expect(again).toMatchObject({ from: "primary", rows: [{ revision: "4" }, { revision: "9" }] });
     expect(state.status().fallbacks).toMatchObject({ lagging: 1, behind_floor: 1 });
     expect(primary.texts).toEqual([
