@@ -36,7 +36,7 @@ import type { Layout } from "../fixtures/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
 import { connectorType, version } from "../fixtures/records.js";
 import { observe, tableWrites, writesBetween } from "./lib/observe.js";
-import { seedFleet } from "../fixtures/seed.js";
+import { seedFleet, seedRouteHistory } from "../fixtures/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
 import { cycle, publishContentionFleets } from "./workloads/contention.js";
 import { backendCpuMs } from "./workloads/cost.js";
@@ -220,6 +220,8 @@ async function main() {
   };
   try {
     const seeds = await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }))));
+    // Route history, so that routing is planned against a route table like a registry's (run.ts).
+    await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedRouteHistory(s, 20_000))));
     if (workload === "hot" || workload === "noisy") {
       for (const db of Object.values(sides)) {
         const publisher = await db.registry(1);

@@ -103,6 +103,12 @@ export const ConfigSchema = z.object({
    * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.
    */
   CATALOG_DATABASE_URL: optionalString,
+  /**
+   * The most replay lag the catalog replica may have for its answer to be served (src/catalog/replica.ts);
+   * a read on a replica further behind, behind a revision this process already served, or unreachable
+   * goes to DATABASE_URL in the same request.
+   */
+  CATALOG_REPLICA_MAX_LAG_MS: bounded(L.CATALOG_REPLICA_MAX_LAG_MS),
   /** Bytes of catalog answers the Node server keeps in memory (0: no cache). */
   CATALOG_CACHE_BYTES: bounded(L.CATALOG_CACHE_BYTES),
   /** Serve a cached catalog answer without asking the database, this long after its revision was confirmed (0: never). */
@@ -148,6 +154,7 @@ const WORKER_SETTINGS = {
   LEASE_EXPIRY_BATCH: true,
   LEASE_EXPIRY_MAX_BATCHES: true,
   CATALOG_DATABASE_URL: true,
+  CATALOG_REPLICA_MAX_LAG_MS: true,
   CATALOG_MAX_STALENESS_MS: true,
   LEASE_MAINTENANCE_INTERVAL_MS: true,
   ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,

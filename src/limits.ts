@@ -147,6 +147,22 @@ export const CATALOG_CACHE_BYTES: RangeBound = { default: 64 * MiB, min: 0, max:
 /** How long a cached catalog answer may be served unconfirmed (CATALOG_MAX_STALENESS_MS; 0 = never). */
 export const CATALOG_MAX_STALENESS_MS: RangeBound = { default: 0, min: 0, max: 3_600_000 };
 
+/**
+ * The most replay lag a catalog read replica (CATALOG_DATABASE_URL) may have for its answer to be
+ * used (CATALOG_REPLICA_MAX_LAG_MS); a read on a replica further behind goes to the primary
+ * (src/catalog/replica.ts). 0: only a replica that has replayed everything it received.
+ */
+export const CATALOG_REPLICA_MAX_LAG_MS: RangeBound = { default: 1_000, min: 0, max: 600_000 };
+
+/**
+ * A catalog replica that cannot be reached is tried again after a backoff that doubles per failed
+ * attempt from `base_ms` up to `max_ms` (jittered), while the primary answers (src/catalog/replica.ts).
+ */
+export const CATALOG_REPLICA_RETRY = { base_ms: 250, max_ms: 30_000 } as const;
+
+/** Node: connecting to the catalog replica gives up after this long, and the read goes to the primary. */
+export const CATALOG_REPLICA_CONNECT_TIMEOUT_MS = 1_000;
+
 // Token verification against an identity provider (AUTH_JWKS_URL; src/http/jwks.ts) ---------------
 /**
  * How long a fetched key set is used before it is fetched again (AUTH_JWKS_MAX_AGE_MS): a key the

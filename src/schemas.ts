@@ -865,6 +865,22 @@ export const BindingsPage = z.object({
 export type BindingsPage = z.infer<typeof BindingsPage>;
 
 // Operations ------------------------------------------------------------------------------------
+const CatalogReplicaStatus = z
+  .object({
+    state: z.enum(["unknown", "ok", "lagging", "behind_floor", "unreachable"]).openapi({
+      description:
+        "What the last catalog read or readiness probe found on the catalog replica (CATALOG_DATABASE_URL): `ok` its answers are served; `lagging` its replay lag is above `max_lag_ms` (or unknown); `behind_floor` it answered a revision older than one this process already served; `unreachable` it could not be reached and is tried again after `retry_in_ms`. In every state but `ok` catalog reads go to the primary: degraded, still ready.",
+    }),
+    lag_ms: z.number().nullable().openapi({ description: "The replay lag last measured on the replica (null: unknown)." }),
+    max_lag_ms: z.number().int().openapi({ description: "CATALOG_REPLICA_MAX_LAG_MS." }),
+    retry_in_ms: z.number().optional(),
+    error: z.string().optional(),
+    fallbacks: z.record(z.string(), z.number().int()).openapi({
+      description: "Catalog reads answered by the primary instead, since start, by reason (lagging, behind_floor, behind_request, unreachable, error).",
+    }),
+  })
+  .openapi("CatalogReplicaStatus");
+
 export const Readiness = z
   .object({
     status: z.enum(["ready", "not_ready"]),
@@ -881,6 +897,7 @@ export const Readiness = z
       description:
         "False when the registry's tables, columns or indexes differ from what the migrations made (changed by hand): the registry still serves, `aip-registry doctor` reports it.",
     }),
+    catalog_replica: CatalogReplicaStatus.optional(),
   })
   .openapi("Readiness");
 export type Readiness = z.infer<typeof Readiness>;

@@ -89,6 +89,8 @@ export async function runRouting(recorder: Recorder, db: BenchDatabase, l: Layou
       const peerPlan = { target: plan.target, concurrency, pool: plan.poolFor(concurrency), durationMs: plan.durationMs };
       await measureWriteCeiling(recorder, db, peerPlan);
       await measureGraphileWorker(recorder, db, peerPlan);
+      // And with a short queue, where its claims are faster (issue 25 reports both).
+      await measureGraphileWorker(recorder, db, { ...peerPlan, queue: 5_000 });
     }
     const handle = await db.registry(plan.poolFor(concurrency));
     try {

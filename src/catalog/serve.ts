@@ -158,13 +158,13 @@ export class ConfirmedRevision {
  * caller's request arrived, and missed a publication the caller must see). At most one check runs
  * at a time, and every caller that arrived while it ran shares the one after it.
  */
-export class SharedRevisionCheck {
-  private running: Promise<number> | null = null;
-  private next: Promise<number> | null = null;
+export class SharedRevisionCheck<T = number> {
+  private running: Promise<T> | null = null;
+  private next: Promise<T> | null = null;
 
-  constructor(private readonly read: () => Promise<number>) {}
+  constructor(private readonly read: () => Promise<T>) {}
 
-  current(): Promise<number> {
+  current(): Promise<T> {
     if (!this.running) return this.start();
     this.next ??= this.running.then(
       () => this.startNext(),
@@ -173,12 +173,12 @@ export class SharedRevisionCheck {
     return this.next;
   }
 
-  private startNext(): Promise<number> {
+  private startNext(): Promise<T> {
     this.next = null;
     return this.start();
   }
 
-  private start(): Promise<number> {
+  private start(): Promise<T> {
     const check = this.read();
     this.running = check;
     const done = () => {
@@ -192,7 +192,7 @@ export class SharedRevisionCheck {
 export class CatalogServer {
   private readonly confirmed: ConfirmedRevision;
   private readonly now: () => number;
-  private readonly revisionCheck: SharedRevisionCheck | undefined;
+  private readonly revisionCheck: SharedRevisionCheck<{ catalog_revision: number; replay_lag_ms: number }> | undefined;
 
   constructor(
     private readonly registry: Registry,
@@ -224,7 +224,7 @@ export class CatalogServer {
     key: string,
     request: CatalogRequest,
     fromRevision: number | undefined,
-    read: (ifRevision: number | null) => Promise<CatalogText>,
+    read: (ifRevision: number | null) => Promise<CatalogText & { replay_lag_ms?: number }>,
   ): Promise<CatalogOutcome> {
     const { compressor, cache } = this.options;
     const digest = keyDigest(key);
@@ -255,8 +255,10 @@ export class CatalogServer {
 
     // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
     if (cached && this.revisionCheck && (fromRevision === undefined || fromRevision === cached.revision)) {
-      const current = await this.revisionCheck.current().catch(() => undefined);
-      if (current !== undefined) this.confirmed.confirm(current, this.now());
+      const checked = await this.revisionCheck.current().catch(() => undefined);
+      // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+      if (checked !== undefined) this.confirmed.confirm(checked.catalog_revision, this.now() - checked.replay_lag_ms);
+      const current = checked?.catalog_revision;
       if (current === cached.revision) {
         if (validator === "any" || validator === current) return { status: 304, revision: current, etag: etag(current), cache: "revalidated" };
         return { status: 200, revision: current, etag: etag(current), body: await served(cached), coding, cache: "revalidated" };
@@ -266,7 +268,8 @@ export class CatalogServer {
     // One statement: "not modified" at the newest revision we (or the client) hold, or the answer.
     const newest = Math.max(cached?.revision ?? -1, typeof validator === "number" ? validator : -1);
     const answer = await read(validator === "any" ? ANY_REVISION : newest >= 0 ? newest : null);
-    this.confirmed.confirm(answer.catalog_revision, this.now());
+    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    this.confirmed.confirm(answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const revision = answer.catalog_revision;
     if (answer.not_modified) {
       if (validator === "any" || validator === revision) return { status: 304, revision, etag: etag(revision), cache: "revalidated" };

@@ -23,6 +23,8 @@ import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
 import { appOptions, createApp, type PoolUsage } from "../app.js";
 import { MemoryCatalogCache } from "../catalog/cache.js";
+import { CatalogReplica } from "../catalog/replica.js";
+import { CATALOG_REPLICA_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { loadConfig, type Config } from "../config.js";
 import { migrate } from "../db/migrate.js";
 import { createPgPool, pgExecutor, redactUrl, withPgSession } from "../db/pg.js";
@@ -220,9 +222,16 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
         max: config.DB_POOL_MAX,
         statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
         applicationName: "aip-registry-catalog",
+        // An unreachable replica costs at most this before the read goes to the primary; a
+        // replica that stops answering mid-session, its statement timeout and a second more.
+        connectionTimeoutMs: CATALOG_REPLICA_CONNECT_TIMEOUT_MS,
+        ...(config.DB_STATEMENT_TIMEOUT_MS > 0 ? { queryTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS + 1_000 } : {}),
       })
     : undefined;
-  const catalog = catalogPool ? { catalog: pgExecutor(catalogPool) } : {};
+  const catalogExecutor = catalogPool ? pgExecutor(catalogPool) : undefined;
+  const catalog = catalogExecutor
+    ? { catalog: catalogExecutor, catalogReplica: new CatalogReplica(catalogExecutor, { maxLagMs: config.CATALOG_REPLICA_MAX_LAG_MS }) }
+    : {};
   const catalogUsage = (): PoolUsage[] => (catalogPool ? [usage(catalogPool, "catalog")] : []);
   if (config.REGISTRY_MODE === "data-plane") {
     // No control credentials, no control pool: publications and admin reads are 403 (Registry refuses control calls).

@@ -15,7 +15,9 @@
  * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
  *   a compute waking from suspension plus a full statement timeout), then 503 `storage`.
  * Development and tests run dev/worker.ts, this Worker pointed at the local Neon proxy.
- * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads.
+ * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads;
+ *   CATALOG_REPLICA_MAX_LAG_MS (1000 by default): the most replay lag its answers may have
+ *   (src/catalog/replica.ts; further behind, the read goes to DATABASE_URL).
  * - CATALOG_CACHE (on by default; `true`/`false` or `1`/`0`, as every flag): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
  * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/maintenance/lease-clock.ts), exported below.
@@ -42,6 +44,7 @@ import { RetentionSchedule, retentionSettings, type RetentionSettings } from "..
 import { jsonLines } from "../observability/access-log.js";
 import { RegistryError } from "../registry/errors.js";
 import { Registry } from "../registry/registry.js";
+import { CatalogReplica } from "../catalog/replica.js";
 
 /** The Worker's bindings: its settings (src/config.ts WorkerConfigSchema) and the lease clock. */
 export type WorkerEnv = { [Name in WorkerSetting]?: string } & { LEASE_CLOCK?: ClockNamespace };
@@ -59,6 +62,11 @@ class WorkerRuntime implements ClockHost {
   /** Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its next cycle. */
   readonly retention: RetentionSettings | undefined;
   private readonly retentionSchedule: RetentionSchedule | undefined;
+  /**
+   * The catalog replica's state for every registry this isolate builds: the revision floors that
+   * keep its answers from going backwards, its lag bound and its backoff (src/catalog/replica.ts).
+   */
+  private catalogReplica: CatalogReplica | undefined;
   /** The newest catalog revision this isolate has seen confirmed, for every app it builds. */
   readonly confirmedRevision = new ConfirmedRevision();
   /** The location's catalog cache (Cache API, behind an in-isolate memory cache); none when disabled or unavailable. */
@@ -92,10 +100,13 @@ class WorkerRuntime implements ClockHost {
     const data = open(this.config.DATABASE_URL);
     const control = this.config.CONTROL_DATABASE_URL ? open(this.config.CONTROL_DATABASE_URL) : undefined;
     const catalog = this.config.CATALOG_DATABASE_URL ? open(this.config.CATALOG_DATABASE_URL) : undefined;
+    const guarded = catalog ? this.gate.guard(catalog, data) : undefined;
+    // The state outlives the executor: it reads through whichever executor this request has.
+    if (guarded) this.catalogReplica ??= new CatalogReplica(guarded, { maxLagMs: this.config.CATALOG_REPLICA_MAX_LAG_MS });
     return new Registry({
       data: this.gate.guard(data),
       ...(control ? { control: this.gate.guard(control, data) } : {}),
-      ...(catalog ? { catalog: this.gate.guard(catalog, data) } : {}),
+      ...(guarded && this.catalogReplica ? { catalog: guarded, catalogReplica: this.catalogReplica.over(guarded) } : {}),
     });
   }
 

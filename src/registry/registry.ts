@@ -6,6 +6,7 @@
  * process has no control executor, and its control methods fail with `forbidden`.
  */
 import type { z } from "@hono/zod-openapi";
+import { CatalogReplica, primaryStatement, type CatalogStatement, type ReplicaStatus } from "../catalog/replica.js";
 import type { SqlExecutor } from "../db/executor.js";
 import { REGIONS_PAGE } from "../limits.js";
 import type { READER_KINDS } from "../record-kinds.js";
@@ -31,7 +32,7 @@ import type {
   SettlementOutcome,
   SettlementResult,
 } from "../schemas.js";
-import { REPLICA_BEHIND_SQLSTATE, RegistryError, fromDatabaseError } from "./errors.js";
+import { RegistryError, fromDatabaseError } from "./errors.js";
 
 // What the functions take: the request schemas' validated output (src/schemas.ts).
 export type CatalogQuery = z.output<typeof S.CatalogQuery>;
@@ -57,17 +58,29 @@ export interface RegistryExecutors {
   data: SqlExecutor;
   control?: SqlExecutor;
   /**
-   * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. A
-   * replica that has not replayed a request's revision yet says so (REPLICA_BEHIND_SQLSTATE) and
-   * the read goes to the data executor instead.
+   * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. Its
+   * answers are served only while they are recent enough (src/catalog/replica.ts); otherwise, or
+   * when it cannot be reached, the read goes to the data executor in the same request.
    */
   catalog?: SqlExecutor;
+  /**
+   * The replica's state (floors, lag bound, backoff), shared by every Registry of the process
+   * over the same `catalog`; a Registry of its own (default settings) when unset.
+   */
+  catalogReplica?: CatalogReplica;
 }
+
+/** A catalog read's answer; a replica's says how long before now it was known current. */
+export type CatalogAnswer = CatalogText & { replay_lag_ms?: number };
 
 const json = (value: unknown) => JSON.stringify(value);
 
 export class Registry {
-  constructor(private readonly executors: RegistryExecutors) {}
+  private readonly replica: CatalogReplica | undefined;
+
+  constructor(private readonly executors: RegistryExecutors) {
+    this.replica = executors.catalog ? (executors.catalogReplica ?? new CatalogReplica(executors.catalog)) : undefined;
+  }
 
   get hasControl(): boolean {
     return this.executors.control !== undefined;
@@ -112,30 +125,43 @@ export class Registry {
 
   // Data plane ------------------------------------------------------------------------------------
   /** One catalog page as JSON text; `ifRevision` short-circuits to "not modified" at that revision. */
-  catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null): Promise<CatalogText> {
-    return this.catalogRead("SELECT catalog_revision::text AS revision, page AS text, not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)", [
+  catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null): Promise<CatalogAnswer> {
+    return this.catalogRead(
       tenantId,
-      json(query),
-      ifRevision,
-    ]);
+      {
+        columns: "catalog_revision::text AS revision, page AS text, not_modified",
+        from: (after) => `aip_catalog_page($1::text, $2::jsonb, $3::bigint${after})`,
+      },
+      [tenantId, json(query), ifRevision],
+    );
   }
 
   /** One definition as the JSON text of {catalog_revision, definition} (null: not visible to the tenant). */
-  catalogGetText(tenantId: string | null, capabilityId: string, ifRevision: number | null): Promise<CatalogText> {
+  catalogGetText(tenantId: string | null, capabilityId: string, ifRevision: number | null): Promise<CatalogAnswer> {
     return this.catalogRead(
-      "SELECT catalog_revision::text AS revision, definition AS text, not_modified FROM aip_catalog_get($1::text, $2::text, $3::bigint)",
+      tenantId,
+      {
+        columns: "catalog_revision::text AS revision, definition AS text, not_modified",
+        from: (after) => `aip_catalog_get($1::text, $2::text, $3::bigint${after})`,
+      },
       [tenantId, capabilityId, ifRevision],
     );
   }
 
-  /** The catalog's committed revision (from the catalog executor, a standby's when configured). */
-  async catalogRevision(): Promise<number> {
-    try {
-      const [row] = await (this.executors.catalog ?? this.executors.data).query<{ revision: string }>("SELECT aip_catalog_revision_now()::text AS revision");
-      return Number(row?.revision);
-    } catch (error) {
-      throw fromDatabaseError(error);
-    }
+  /** The catalog's committed revision (from the replica when configured and recent enough). */
+  async catalogRevision(): Promise<{ catalog_revision: number; replay_lag_ms: number }> {
+    const answer = await this.catalogRead(
+      null,
+      { columns: "r.revision::text AS revision", from: (after) => `(SELECT aip_catalog_revision_now()${after} AS revision) r` },
+      [],
+    );
+    return { catalog_revision: answer.catalog_revision, replay_lag_ms: answer.replay_lag_ms ?? 0 };
+  }
+
+  /** The catalog replica's state (null: none configured); `probe` asks it for its lag first. */
+  async catalogReplicaStatus(options: { probe?: boolean } = {}): Promise<ReplicaStatus | null> {
+    if (!this.replica) return null;
+    return options.probe ? this.replica.probe() : this.replica.status();
   }
 
   resolveRoute(actionId: string, tenantId: string, capabilityId: string, topology: TopologyPreference = {}): Promise<ResolveResult> {
@@ -217,23 +243,21 @@ export class Registry {
   }
 
   // -----------------------------------------------------------------------------------------------
-  /** A catalog read on the catalog executor, or on the data executor when that one lags behind. */
-  private async catalogRead(text: string, params: unknown[]): Promise<CatalogText> {
-    const run = async (executor: SqlExecutor) => {
-      const [row] = await executor.query<{ revision: string; text: string | null; not_modified: boolean }>(text, params);
-      if (!row) throw new RegistryError("storage", "the catalog read returned no row", {}, true);
-      return { catalog_revision: Number(row.revision), text: row.text, not_modified: row.not_modified };
-    };
-    const replica = this.executors.catalog;
+  /**
+   * A catalog read for `tenantId`: on the replica when its answer is recent enough
+   * (src/catalog/replica.ts), else on the data executor; one statement either way, two when the
+   * replica's answer is not used.
+   */
+  private async catalogRead(tenantId: string | null, statement: CatalogStatement, params: unknown[]): Promise<CatalogAnswer> {
+    type Row = { revision: string; text?: string | null; not_modified?: boolean };
     try {
-      if (replica) {
-        try {
-          return await run(replica);
-        } catch (error) {
-          if ((error as { code?: unknown })?.code !== REPLICA_BEHIND_SQLSTATE) throw error;
-        }
-      }
-      return await run(this.executors.data);
+      const { row, lagMs, from } = this.replica
+        ? await this.replica.read<Row>(tenantId, statement, params, this.executors.data)
+        : { row: (await this.executors.data.query<Row>(primaryStatement(statement), params))[0], lagMs: 0, from: "primary" };
+      if (!row) throw new RegistryError("storage", "the catalog read returned no row", {}, true);
+      const answer: CatalogAnswer = { catalog_revision: Number(row.revision), text: row.text ?? null, not_modified: row.not_modified ?? false };
+      if (from === "replica") answer.replay_lag_ms = lagMs;
+      return answer;
     } catch (error) {
       throw fromDatabaseError(error);
     }

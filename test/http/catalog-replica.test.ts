@@ -15,6 +15,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
+import { CatalogReplica } from "../../src/catalog/replica.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
@@ -62,9 +63,13 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
     ]);
     standby = await primary.startStandby();
     standbyPool = pool(standby.dataUrl);
+    const catalog = counting(pgExecutor(standbyPool), "standby");
     registry = new Registry({
       data: counting(pgExecutor(pool(primary.dataUrl)), "primary"),
-      catalog: counting(pgExecutor(standbyPool), "standby"),
+      catalog,
+      // A lag bound the paused standby stays within: these cases are about revisions a request
+      // names (test/http/catalog-replica-bounds.test.ts covers the lag bound and the floor).
+      catalogReplica: new CatalogReplica(catalog, { maxLagMs: 600_000 }),
     });
   }, 180_000);
 

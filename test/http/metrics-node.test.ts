@@ -113,6 +113,12 @@ it("serves process and runtime metrics, the build, and every pool (catalog repli
     expect(value(samples, "aip_db_pool_max_connections", { pool }), pool).toBe(max);
     expect(value(samples, "aip_db_pool_in_use_connections", { pool }), pool).toBeGreaterThanOrEqual(0);
   }
+  // The catalog replica (here the primary itself, not in recovery): no read yet, no fallback.
+  expect(value(samples, "aip_catalog_replica_state", { state: "unknown" })).toBe(1);
+  expect(value(samples, "aip_catalog_replica_state", { state: "unreachable" })).toBe(0);
+  for (const reason of ["lagging", "behind_floor", "behind_request", "unreachable", "error"]) {
+    expect(value(samples, "aip_catalog_replica_fallbacks_total", { reason }), reason).toBe(0);
+  }
   // Lease maintenance is off here (LEASE_MAINTENANCE_INTERVAL_MS=0): no counters pretend it ran.
   expect(types.get("aip_lease_maintenance_runs_total")).toBe("counter");
   expect(find(samples, "aip_lease_maintenance_runs_total")).toEqual([]);
