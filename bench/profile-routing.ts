@@ -14,8 +14,8 @@
  */
 import pg from "pg";
 import { Registry } from "../src/registry/registry.js";
-import type { Layout } from "./lib/layout.js";
-import { seedFleet, seedRouteHistory } from "./lib/seed.js";
+import type { Layout } from "../fixtures/layout.js";
+import { seedFleet, seedRouteHistory } from "../fixtures/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL } from "./lib/target.js";
 import { backendCpuMs } from "./workloads/cost.js";
 import { resolveNew, settle } from "./workloads/routing.js";

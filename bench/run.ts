@@ -8,7 +8,7 @@ import { Recorder, invariants } from "./lib/figures.js";
 import { machineInfo, serverInfo } from "./lib/machine.js";
 import { tableWrites, writesBetween } from "./lib/observe.js";
 import { writeResults, type Results } from "./lib/report.js";
-import { publishProbe, seedFleet, seedRouteHistory, verifySeed } from "./lib/seed.js";
+import { publishProbe, seedFleet, seedRouteHistory, verifySeed } from "../fixtures/seed.js";
 import { connectionBudget, embeddedServer, externalServer, freshDatabase, MACHINE_URL, type Server } from "./lib/target.js";
 import { runCatalog } from "./workloads/catalog.js";
 import { runCatalogHttp } from "./workloads/catalog-http.js";

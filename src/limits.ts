@@ -93,7 +93,7 @@ export const ACTION_CLOCK_ALLOWANCE_MS = 3_600_000;
 export const ROUTE_EXPORT_LAG_MS = 3_600_000;
 
 /**
- * The shortest pause between two retention runs of one process once it has caught up (src/route-retention.ts):
+ * The shortest pause between two retention runs of one process once it has caught up (src/maintenance/route-retention.ts):
  * a route is removed within about this long after its window ends, while maintenance cycles run.
  */
 export const ROUTE_RETENTION_PAUSE_MS = 15 * 60_000;
@@ -128,7 +128,6 @@ export const CONTROL_DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 60_000, mi
  * long (exit 3) instead of hanging the command. Also migrations' connect bound (src/db/pg.ts).
  */
 export const CLI_CONNECT_TIMEOUT_MS = 10_000;
-export const MIGRATION_CONNECT_TIMEOUT_MS = CLI_CONNECT_TIMEOUT_MS;
 /** A migration's statements run under a 15-minute server-side timeout (src/db/migrate.ts); the client waits a minute longer. */
 export const MIGRATION_QUERY_TIMEOUT_MS = 16 * 60_000;
 

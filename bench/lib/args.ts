@@ -3,8 +3,8 @@
  * BENCH_DATABASE_URL (a superuser URL of any database on the server) replaces the machine's
  * PostgreSQL at postgres://postgres@127.0.0.1:5432.
  */
-export const SUITES = ["cost", "routing", "catalog", "catalog-http", "contention", "limits", "http", "publication", "scale", "partition", "pglite"] as const;
-export type Suite = (typeof SUITES)[number];
+const SUITES = ["cost", "routing", "catalog", "catalog-http", "contention", "limits", "http", "publication", "scale", "partition", "pglite"] as const;
+type Suite = (typeof SUITES)[number];
 
 export interface Options {
   quick: boolean;

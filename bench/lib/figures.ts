@@ -44,7 +44,7 @@ export interface Spec extends LoadOptions {
  * (graphile-worker), and for the HTTP figures the registry's own cycle through its SQL entry
  * points (what the HTTP layer costs on top).
  */
-export const REFERENCES = {
+const REFERENCES = {
   baseline: "SELECT 1",
   ceiling: "one-row write",
   peer: "graphile-worker",
@@ -105,7 +105,7 @@ export async function invariants(registry: Registry): Promise<string> {
 
 const fixed = (n: number, d = 1) => n.toFixed(d);
 
-export function describe(f: Figure): string {
+function describe(f: Figure): string {
   const errors = Object.entries(f.errors)
     .map(([code, n]) => `${code}=${n}`)
     .join(" ");

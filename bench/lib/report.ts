@@ -6,7 +6,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import type { Figure } from "./figures.js";
 import type { MachineInfo, ServerInfo } from "./machine.js";
-import type { SeedReport } from "./seed.js";
+import type { SeedReport } from "../../fixtures/seed.js";
 import type { Cost } from "../workloads/cost.js";
 
 export interface Results {
@@ -26,8 +26,8 @@ export interface Results {
 }
 
 /** The reference's acceptance thresholds, and ours (ten times better). */
-export const REFERENCE = { routesPerSecond: 100, routeP99Ms: 3000, catalogP99Ms: 2000 };
-export const GOAL = { routesPerSecond: 1000, routeP99Ms: 300, catalogP99Ms: 200 };
+const REFERENCE = { routesPerSecond: 100, routeP99Ms: 3000, catalogP99Ms: 2000 };
+const GOAL = { routesPerSecond: 1000, routeP99Ms: 300, catalogP99Ms: 200 };
 
 const n = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
 const times = (ratio: number | undefined) => (ratio === undefined ? "-" : `${ratio.toFixed(2)}x`);
@@ -120,7 +120,7 @@ function summary(r: Results): string[] {
   return lines;
 }
 
-export function markdown(r: Results): string {
+function markdown(r: Results): string {
   const m = r.machine;
   const lines = [
     `# AIP registry benchmark: ${r.startedAt} (${r.mode})`,

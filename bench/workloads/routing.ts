@@ -13,7 +13,7 @@ import { pgExecutor } from "../../src/db/pg.js";
 import type { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import type { Recorder } from "../lib/figures.js";
-import { randomRoute, type Layout } from "../lib/layout.js";
+import { randomRoute, type Layout } from "../../fixtures/layout.js";
 import type { BenchDatabase, RegistryHandle } from "../lib/target.js";
 import { measureGraphileWorker, measureWriteCeiling } from "./peers.js";
 

@@ -37,10 +37,10 @@ import { CATALOG_REPLICA_MAX_LAG_MS, CATALOG_REPLICA_RETRY } from "../limits.js"
 import { PROBLEM_SQLSTATE, REPLICA_BEHIND_SQLSTATE } from "../registry/errors.js";
 
 /** What the last replica read or probe found. */
-export type ReplicaState = "unknown" | "ok" | "lagging" | "behind_floor" | "unreachable";
+type ReplicaState = "unknown" | "ok" | "lagging" | "behind_floor" | "unreachable";
 /** Why a catalog read went to the primary although a replica is configured. */
 export type FallbackReason = "lagging" | "behind_floor" | "behind_request" | "unreachable" | "error";
-export const FALLBACK_REASONS: readonly FallbackReason[] = ["lagging", "behind_floor", "behind_request", "unreachable", "error"];
+const FALLBACK_REASONS: readonly FallbackReason[] = ["lagging", "behind_floor", "behind_request", "unreachable", "error"];
 
 /** One catalog read: the columns of its answer and the function call it selects them from. */
 export interface CatalogStatement {

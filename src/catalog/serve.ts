@@ -59,7 +59,7 @@ export interface CatalogRequest {
 }
 
 /** How an answer was produced: `hit` (no statement), `revalidated` (one statement, nothing built), `miss` (built). */
-export type CacheOutcome = "hit" | "revalidated" | "miss";
+type CacheOutcome = "hit" | "revalidated" | "miss";
 
 export type CatalogOutcome =
   | { status: 200; revision: number; etag: string; body: string | Uint8Array; coding: ContentCoding | null; cache: CacheOutcome }

@@ -8,7 +8,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
-import type { MaintenanceStats } from "../maintenance.js";
+import type { MaintenanceStats } from "../maintenance/cycle.js";
 import type { Registry } from "../registry/registry.js";
 import { KeySetMetrics, type KeySetSource } from "./key-set-metrics.js";
 import { MetricRegistry } from "./prometheus.js";

@@ -164,16 +164,6 @@ export class Registry {
     return options.probe ? this.replica.probe() : this.replica.status();
   }
 
-  async catalogPage(tenantId: string | null, query: CatalogQuery): Promise<CatalogPage> {
-    return JSON.parse((await this.catalogPageText(tenantId, query, null)).text as string) as CatalogPage;
-  }
-
-  async catalogGet(tenantId: string | null, capabilityId: string): Promise<{ catalog_revision: number; definition: Record<string, unknown> | null }> {
-    const answer = await this.catalogGetText(tenantId, capabilityId, null);
-    if (answer.text === null) return { catalog_revision: answer.catalog_revision, definition: null };
-    return JSON.parse(answer.text) as { catalog_revision: number; definition: Record<string, unknown> };
-  }
-
   resolveRoute(actionId: string, tenantId: string, capabilityId: string, topology: TopologyPreference = {}): Promise<ResolveResult> {
     return this.data("aip_resolve_route($1::text, $2::text, $3::text, $4::jsonb)", [actionId, tenantId, capabilityId, json(topology)]);
   }

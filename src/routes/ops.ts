@@ -2,7 +2,7 @@
  * Operations endpoints (no auth): liveness, readiness and the OpenAPI document (its reference page
  * is src/docs/route.ts). The document is a function of the registered routes only: it is built
  * once per process, on its first request (when every route is registered), and compressed once
- * per coding; building it took 9 to 79 ms per request.
+ * per coding: building it per request cost tens of milliseconds (docs/decisions.md).
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { verifySchema } from "../registry/schema-check.js";

@@ -6,8 +6,8 @@
  * primary: a Citus plan": create_distributed_function(..., distribution_arg_name =>
  * 'p_tenant_id')); the allow-listed ones are the plan's exceptions.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 
 const DATA_ROLE = "aip_registry_data";
 
@@ -30,11 +30,10 @@ interface EntryPoint {
   args: { name: string; type: string }[];
 }
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let entryPoints: EntryPoint[];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   const { rows } = await db.owner.query<{ name: string; signature: string; names: string[] | null; types: string[] }>(
     `SELECT p.proname AS name, p.oid::regprocedure::text AS signature, p.proargnames AS names,
             ARRAY(SELECT format_type(a.oid, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY a(oid, n) ORDER BY a.n) AS types
@@ -46,8 +45,6 @@ beforeAll(async () => {
   // proargnames lists OUT arguments too; proargtypes only the input ones, in the same order first.
   entryPoints = rows.map((r) => ({ name: r.name, signature: r.signature, args: r.types.map((type, n) => ({ name: r.names?.[n] ?? "", type })) }));
 });
-
-afterAll(() => db?.close());
 
 describe("data-plane entry points", () => {
   it("are found (the data role's grants)", () => {

@@ -25,9 +25,10 @@ import { CatalogReplica } from "../../src/catalog/replica.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, version } from "../support/fleet.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { machinePostgres, startPrivateServer, type PrivateServer, type Standby } from "../support/private-server.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
 const machine = machinePostgres();
 const SKIP_REASON = "no PostgreSQL server binaries with pg_basebackup under /usr/lib/postgresql/<major>/bin (install postgresql, e.g. postgresql-15)";
@@ -127,7 +128,7 @@ describe.skipIf(!machine)(
       await standby.catchUp();
       const { registry, replica } = replicaRegistry();
       sent.standby = 0;
-      const page = await registry.catalogPage(TENANT, {});
+      const page = await catalogPage(registry, TENANT, {});
       expect(ids(page)).toEqual([...KEPT, ...REVOKED].sort());
       expect(sent.standby).toBe(1);
       expect(replica.status()).toMatchObject({ state: "ok", fallbacks: { lagging: 0, behind_floor: 0, unreachable: 0 } });
@@ -138,22 +139,22 @@ describe.skipIf(!machine)(
       await standby.catchUp();
       // A lag bound the paused standby stays within: only the floor keeps it from going back.
       const { registry, replica } = replicaRegistry({ maxLagMs: 600_000 });
-      const before = await registry.catalogPage(TENANT, {});
+      const before = await catalogPage(registry, TENANT, {});
       try {
         const published = await revokeWhilePaused();
         expect(published.revision).toBeGreaterThan(before.catalog_revision);
         // The paused standby still answers the old revision, within the (huge) bound.
-        expect((await registry.catalogPage(TENANT, {})).catalog_revision).toBe(before.catalog_revision);
+        expect((await catalogPage(registry, TENANT, {})).catalog_revision).toBe(before.catalog_revision);
         // A validator of the new revision: the standby has not replayed it, the primary answers.
         const validated = await registry.catalogPageText(TENANT, {}, published.revision);
         expect(validated).toMatchObject({ catalog_revision: published.revision, not_modified: true });
         expect(replica.floor(TENANT)).toBe(published.revision);
         // From now on the standby's older answer is refused: the primary answers, never back in time.
         for (let n = 0; n < 3; n++) {
-          const page = await registry.catalogPage(TENANT, {});
+          const page = await catalogPage(registry, TENANT, {});
           expect(page.catalog_revision).toBe(published.revision);
           expect(ids(page)).toEqual([KEPT[0]]);
-          expect((await registry.catalogGet(TENANT, REVOKED[0]!)).definition).toBeNull();
+          expect((await catalogGet(registry, TENANT, REVOKED[0]!)).definition).toBeNull();
         }
         expect(replica.status()).toMatchObject({ state: "behind_floor" });
         expect(replica.status().fallbacks.behind_floor).toBe(6);
@@ -162,7 +163,7 @@ describe.skipIf(!machine)(
         await standby.resumeReplay();
       }
       await standby.catchUp();
-      const caughtUp = await registry.catalogPage(TENANT, {});
+      const caughtUp = await catalogPage(registry, TENANT, {});
       expect(replica.status().state).toBe("ok");
       expect(ids(caughtUp)).toEqual([KEPT[0]]);
     });

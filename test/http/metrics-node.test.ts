@@ -3,16 +3,16 @@
  * build, lease maintenance, JSON access lines on stdout, and METRICS=false / METRICS_PUBLIC=true
  * honoured.
  */
-import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import { afterAll, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { find, parseExposition, value } from "../support/exposition.js";
 import { TEST_SECRET } from "../support/http.js";
 import { lifecycle, provisionFleet } from "../support/replicas.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const servers: RunningServer[] = [];
 const start = async (extra: Record<string, string> = {}) => {
   const server = await startServer(
@@ -31,12 +31,8 @@ const start = async (extra: Record<string, string> = {}) => {
   return server;
 };
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
 afterAll(async () => {
   for (const server of servers) await server.close();
-  await db?.close();
 });
 
 it("reports both pools and logs one JSON line per request, without the token", async () => {

@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api } from "../conformance/target.js";
-import { binding, connectorType, instance, version } from "../support/fleet.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 import { proxyStats, workerEnv, workerTarget } from "./support.js";
 
 const p = conformancePrefix("cr");

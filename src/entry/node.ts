@@ -21,29 +21,29 @@ import { pathToFileURL } from "node:url";
 import { getRequestListener } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
-import { createApp, type PoolUsage } from "./app.js";
-import { MemoryCatalogCache } from "./catalog/cache.js";
-import { CatalogReplica } from "./catalog/replica.js";
-import { CATALOG_REPLICA_CONNECT_TIMEOUT_MS } from "./limits.js";
-import { loadConfig, type Config } from "./config.js";
-import { migrate } from "./db/migrate.js";
-import { createPgPool, pgExecutor, redactUrl, withPgSession } from "./db/pg.js";
-import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
-import { verifySchema } from "./registry/schema-check.js";
-import { authenticatorFrom } from "./http/auth.js";
-import { bindRefusal } from "./http/bind-check.js";
-import { mintToken } from "./http/tokens.js";
-import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
-import { nodeCompressor } from "./node/compression.js";
-import { pgliteOpenFailure } from "./node/data-dir-check.js";
-import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
-import { drainable, type Drainable, type DrainReport } from "./node/drain.js";
-import { serveUntilSignal } from "./node/signals.js";
-import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
-import { RetentionSchedule, retentionSettings } from "./route-retention.js";
-import { jsonLines } from "./observability/access-log.js";
-import { nodeMetrics } from "./observability/node-metrics.js";
-import { Registry } from "./registry/registry.js";
+import { appOptions, createApp, type PoolUsage } from "../app.js";
+import { MemoryCatalogCache } from "../catalog/cache.js";
+import { CatalogReplica } from "../catalog/replica.js";
+import { CATALOG_REPLICA_CONNECT_TIMEOUT_MS } from "../limits.js";
+import { loadConfig, type Config } from "../config.js";
+import { migrate } from "../db/migrate.js";
+import { createPgPool, pgExecutor, redactUrl, withPgSession } from "../db/pg.js";
+import { openPglite, pgliteExecutor, pgliteSession } from "../db/pglite.js";
+import { verifySchema } from "../registry/schema-check.js";
+import { authenticatorFrom } from "../http/auth.js";
+import { bindRefusal } from "../http/bind-check.js";
+import { mintToken } from "../http/tokens.js";
+import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "../maintenance/timer.js";
+import { nodeCompressor } from "../node/compression.js";
+import { pgliteOpenFailure } from "../node/data-dir-check.js";
+import { lockDataDir, type DataDirLock } from "../node/data-dir-lock.js";
+import { drainable, type Drainable, type DrainReport } from "../node/drain.js";
+import { serveUntilSignal } from "../node/signals.js";
+import { installTransport, TRANSPORT_SERVER_OPTIONS } from "../node/transport.js";
+import { RetentionSchedule, retentionSettings } from "../maintenance/route-retention.js";
+import { jsonLines } from "../observability/access-log.js";
+import { nodeMetrics } from "../observability/node-metrics.js";
+import { Registry } from "../registry/registry.js";
 
 export interface RunningServer {
   url: string;
@@ -327,8 +327,8 @@ export async function startServer(
 
   const authenticator = authenticatorFrom({ ...config, AUTH_HS256_SECRET: secret });
   // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
-  // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
-  // Route retention rides on its cycles (src/route-retention.ts).
+  // the database and from the lifecycle answers this server gives (src/maintenance/timer.ts).
+  // Route retention rides on its cycles (src/maintenance/route-retention.ts).
   const retention = retentionSettings(config);
   const maintenance =
     config.LEASE_MAINTENANCE_INTERVAL_MS > 0
@@ -346,33 +346,31 @@ export async function startServer(
       : undefined;
   const accessLog = config.ACCESS_LOG ? jsonLines() : undefined;
   const transport = installTransport(server, accessLog ? { log: accessLog } : {});
-  const app = createApp({
-    registry,
-    authenticator,
-    bodyLimitBytes: config.BODY_LIMIT_BYTES,
-    adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
-    transportFailure: transport.transportFailure,
-    ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
-    catalog: {
-      ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
-      maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
-      sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
-    },
-    ...(accessLog ? { log: accessLog } : {}),
-    ...(config.METRICS
-      ? {
-          metrics: nodeMetrics(config, {
-            pools: database.pools,
-            transportRefusals: transport.refusals,
-            maintenance,
-            ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
-          }),
-        }
-      : {}),
-    ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
-    allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
-    ...(retention ? { routeRetention: retention } : {}),
-  });
+  const app = createApp(
+    appOptions(config, {
+      registry,
+      authenticator,
+      log: accessLog,
+      onLease: maintenance ? (notice) => maintenance.note(notice.expires_at) : undefined,
+      routeRetention: retention,
+      transportFailure: transport.transportFailure,
+      ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
+      catalog: {
+        ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
+        sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
+      },
+      ...(config.METRICS
+        ? {
+            metrics: nodeMetrics(config, {
+              pools: database.pools,
+              transportRefusals: transport.refusals,
+              maintenance,
+              ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
+            }),
+          }
+        : {}),
+    }),
+  );
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
   maintenance?.start();
 
@@ -433,7 +431,7 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
   );
 }
 
-// `npm start` (node dist/node.js), or `tsx src/node.ts` in development.
+// `npm start` (node dist/entry/node.js), or `tsx src/entry/node.ts` in development.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   serveUntilSignal(() => startServer()).then(
     (code) => process.exit(code),
