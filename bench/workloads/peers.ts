@@ -29,9 +29,10 @@ export interface PeerPlan {
   pool: number;
   durationMs: number;
   /**
-   * graphile-worker only: start with this many queued jobs and stop measuring once a thousand
-   * are left (or at durationMs), for its rate with a short queue. By default the queue holds
-   * more jobs than the phase can take (about 72,000 for a 10 s phase), which slows its claims.
+   * graphile-worker only: measure while the queue drains from this many jobs to 1,000 (or for
+   * durationMs), its rate with a short queue. (Jobs for the warm-up are queued on top.) By
+   * default the queue holds more jobs than the phase can take (about 72,000 for a 10 s phase),
+   * which slows its claims.
    */
   queue?: number;
 }
@@ -71,6 +72,9 @@ export async function measureWriteCeiling(recorder: Recorder, db: BenchDatabase,
   }
 }
 
+/** Jobs queued on top of a short queue for the warm-up (500 ms, at most a few thousand jobs/s here). */
+const SHORT_QUEUE_WARM_UP_JOBS = 2_000;
+
 /** Jobs enough for the phase at a rate well above anything this server reaches. */
 const jobsFor = (durationMs: number) => Math.max(5_000, Math.ceil((durationMs / 1000 + 2) * 6_000));
 
@@ -79,7 +83,7 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
   try {
     await utils.migrate();
     await utils.withPgClient((client) => client.query(`DELETE FROM ${PEER_SCHEMA}._private_jobs`));
-    const jobs = plan.queue ?? jobsFor(plan.durationMs);
+    const jobs = plan.queue === undefined ? jobsFor(plan.durationMs) : plan.queue + SHORT_QUEUE_WARM_UP_JOBS;
     for (let added = 0; added < jobs; added += 5_000) {
       await utils.addJobs(Array.from({ length: Math.min(5_000, jobs - added) }, () => ({ identifier: "noop", payload: {} })));
     }
@@ -92,10 +96,12 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
   const lastDone = new Map<string, number>();
   let measuring = false;
   let ops = 0;
+  let done = 0;
   events.on("job:success", ({ worker }: { worker: { workerId: string } }) => {
     const now = performance.now();
     const previous = lastDone.get(worker.workerId);
     lastDone.set(worker.workerId, now);
+    done++;
     if (!measuring) return;
     ops++;
     if (previous !== undefined) samples.add(now - previous);
@@ -121,12 +127,14 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
   });
   try {
     await sleep(500); // every worker has claimed, so each has a previous completion
+    // A short queue: start when it is down to plan.queue (the warm-up jobs done).
+    while (plan.queue !== undefined && done < SHORT_QUEUE_WARM_UP_JOBS) await sleep(5);
     const observer = await observe(db.server.adminUrl, db.name);
     measuring = true;
     const t0 = performance.now();
     if (plan.queue === undefined) await sleep(plan.durationMs);
     else {
-      const stopAt = plan.queue - 1_000 - plan.concurrency;
+      const stopAt = plan.queue - 1_000;
       while (ops < stopAt && performance.now() - t0 < plan.durationMs) await sleep(10);
     }
     measuring = false;
