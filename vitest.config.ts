@@ -57,12 +57,14 @@ export default defineConfig({
         },
       },
       {
-        // The Worker (src/worker.ts, wrangler.toml) inside workerd, on the Neon driver, against the
+        // The Worker (src/entry/worker.ts, wrangler.toml) inside workerd, on the Neon driver, against the
         // test PostgreSQL through the local Neon proxy. Its files share one database, so they run
         // one at a time.
         plugins: [
           cloudflareTest(({ inject }) => ({
             wrangler: { configPath: "./wrangler.toml" },
+            // The production Worker pointed at the local Neon proxy (NEON_LOCAL_PROXY below).
+            main: "./dev/worker.ts",
             miniflare: {
               // wrangler.toml's date is the deploy runtime's (wrangler's own workerd); the test pool
               // pins an older workerd, which refuses newer dates. Its newest date is used here, and

@@ -1,7 +1,7 @@
 /**
  * Before/after measurement of a candidate schema or function change, robust to a noisy machine:
  *
- *   npx tsx bench/ab.ts bench/candidates/<name>.sql [--workload=cycle|resolve|hot|noisy|serial|publish-version|toggle-type]
+ *   npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve|hot|noisy|serial|publish-version|toggle-type]
  *     [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4] [--replicas=10000] [--tenants=N]
  *   npx tsx bench/ab.ts --functions-at=<commit> [--workload=...]
  *
@@ -21,26 +21,22 @@
  * (a new type and a two-capability version), one at a time; `toggle-type`: publications that
  * disable or enable one of the reference fleet's types, whose live chains are evaluated again.
  *
- * A candidate records the digests of the production functions it replaces (bench/lib/candidate-base.ts)
- * and is refused once one of them changed in functions/. After writing or refreshing a candidate
- * from the current functions, record them:
- *
- *   npx tsx bench/ab.ts bench/candidates/<name>.sql --stamp [--at=<commit>]
- *
- * (`--at`: the functions as they were at a commit, for a candidate written then.)
+ * A candidate file is written from the current functions for one measurement and not committed:
+ * a copy of production functions goes stale as soon as they change. A change worth keeping is a
+ * commit, measured with --functions-at against its parent. Past candidates and their figures are
+ * in docs/decisions.md.
  */
 import { execFileSync } from "node:child_process";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { DROP_FUNCTIONS_SQL } from "../src/db/migrate.js";
 import { RegistryError } from "../src/registry/errors.js";
 import type { Registry } from "../src/registry/registry.js";
-import { baseProblem, functionDigests, readFunctionSources, stamp } from "./lib/candidate-base.js";
-import type { Layout } from "./lib/layout.js";
+import type { Layout } from "../fixtures/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
-import { connectorType, version } from "../test/support/fleet.js";
+import { connectorType, version } from "../fixtures/records.js";
 import { observe, tableWrites, writesBetween } from "./lib/observe.js";
-import { seedFleet } from "./lib/seed.js";
+import { seedFleet, seedRouteHistory } from "../fixtures/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
 import { cycle, publishContentionFleets } from "./workloads/contention.js";
 import { backendCpuMs } from "./workloads/cost.js";
@@ -141,7 +137,7 @@ async function serialRound(db: BenchDatabase, layout: Layout): Promise<Result> {
 
 /** Publications made so far on each side: every new version needs new IDs, every toggle a change. */
 const publications = new Map<string, number>();
-/** A type of the reference fleet (bench/lib/seed.ts): its instances' live chains are evaluated again on each toggle. */
+/** A type of the reference fleet (fixtures/seed.ts): its instances' live chains are evaluated again on each toggle. */
 const TOGGLED_TYPE = "ctype_bench_0001";
 
 /** Publications one at a time (they serialize on the catalog lock anyway), timed without building the change. */
@@ -209,9 +205,8 @@ async function noisyRound(db: BenchDatabase): Promise<Result> {
 
 const FUNCTIONS_DIR = fileURLToPath(new URL("../functions/", import.meta.url));
 
-/** functions/*.sql now, or as committed at `commit`. */
-function functionSources(commit?: string): string[] {
-  if (!commit) return readFunctionSources(FUNCTIONS_DIR);
+/** functions/*.sql as committed at `commit`. */
+function functionSources(commit: string): string[] {
   const git = (...a: string[]) => execFileSync("git", ["-C", FUNCTIONS_DIR, ...a], { encoding: "utf8", maxBuffer: 64 << 20 });
   const files = git("ls-tree", "--name-only", "--full-name", commit, ".")
     .split("\n")
@@ -228,15 +223,7 @@ async function main() {
     apply = { A: [DROP_FUNCTIONS_SQL, ...functionSources(functionsAt)].join("\n") };
     label = `functions/ at ${functionsAt} (A) and in the working tree (B)`;
   } else {
-    const sql = await readFile(candidate as string, "utf8");
-    if (args.has("stamp")) {
-      await writeFile(candidate as string, stamp(sql, functionDigests(functionSources(args.get("at") === "true" ? undefined : args.get("at")))));
-      console.log(`${candidate}: base digests recorded`);
-      return;
-    }
-    const problem = baseProblem(sql, functionDigests(functionSources()));
-    if (problem) throw new Error(`refusing ${candidate}: ${problem}`);
-    apply = { B: sql };
+    apply = { B: await readFile(candidate as string, "utf8") };
     label = candidate as string;
   }
   const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
@@ -247,6 +234,8 @@ async function main() {
   };
   try {
     const seeds = await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }))));
+    // Route history, so that routing is planned against a route table like a registry's (run.ts).
+    await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedRouteHistory(s, 20_000))));
     if (workload === "hot" || workload === "noisy") {
       for (const db of Object.values(sides)) {
         const publisher = await db.registry(1);

@@ -3,9 +3,9 @@
  * weighs on each alike): the CLI's `--version` and the server's start to its "listening" line,
  * against a migrated PostgreSQL database (a scratch database, created and dropped).
  *
- *   tsx   the TypeScript run through tsx (tsx src/cli.ts, tsx src/node.ts): what ran before the build
- *   dist  the compiled code (node bin/aip-registry.mjs, its build check included; node dist/node.js)
- *   npm   npm start (npm, prestart's build check, then exec node dist/node.js)
+ *   tsx   the TypeScript run through tsx (tsx src/entry/cli.ts, tsx src/entry/node.ts): what ran before the build
+ *   dist  the compiled code (node bin/aip-registry.mjs, its build check included; node dist/entry/node.js)
+ *   npm   npm start (npm, prestart's build check, then exec node dist/entry/node.js)
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/node-startup.ts   (ROUNDS=10)
  */
@@ -25,8 +25,8 @@ target.pathname = `/${scratch}`;
 type Command = [command: string, args: string[], cwd: string];
 const tsx = `${root}node_modules/.bin/tsx`;
 const variants: Record<string, { cli?: Command; server: Command }> = {
-  tsx: { cli: [tsx, [`${root}src/cli.ts`, "--version"], "/"], server: [tsx, [`${root}src/node.ts`], "/"] },
-  dist: { cli: [process.execPath, [`${root}bin/aip-registry.mjs`, "--version"], "/"], server: [process.execPath, [`${root}dist/node.js`], "/"] },
+  tsx: { cli: [tsx, [`${root}src/entry/cli.ts`, "--version"], "/"], server: [tsx, [`${root}src/entry/node.ts`], "/"] },
+  dist: { cli: [process.execPath, [`${root}bin/aip-registry.mjs`, "--version"], "/"], server: [process.execPath, [`${root}dist/entry/node.js`], "/"] },
   npm: { server: ["npm", ["start"], root] },
 };
 

@@ -5,7 +5,7 @@
  *   npx tsx bench/retention.ts [--routes=60000] [--rounds=6] [--seconds=10] [--concurrency=16]
  *     [--candidates=none,btree,brin,partitioned,partman] [--replicas=10000]
  *
- * Every candidate gets its own database with the same seeded fleet (bench/lib/seed.ts) and the
+ * Every candidate gets its own database with the same seeded fleet (fixtures/seed.ts) and the
  * same route history: `--routes` released routes spread evenly over a simulated evidence window
  * of 32 minutes (32 one-minute partitions where the table is partitioned), plus three routes that
  * stay reserved, back-dated into the oldest minute. Then, alternating candidates round by round
@@ -45,9 +45,9 @@
 import pg from "pg";
 import { loadFunctionSet } from "../src/db/sql-files.js";
 import type { Registry } from "../src/registry/registry.js";
-import type { Layout } from "./lib/layout.js";
+import type { Layout } from "../fixtures/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
-import { seedFleet } from "./lib/seed.js";
+import { seedFleet } from "../fixtures/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
 import { backendCpuMs } from "./workloads/cost.js";
 import { resolveNew, settle, warmUp } from "./workloads/routing.js";

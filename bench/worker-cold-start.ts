@@ -54,7 +54,8 @@ async function main() {
   ownerUrl.pathname = `/${scratch}`;
 
   const outdir = await mkdtemp(join(tmpdir(), "aip-cold-start-"));
-  const bundle = await buildWorkerBundle(outdir);
+  // The development entry: the production Worker pointed at the local Neon proxy (a few hundred bytes more).
+  const bundle = await buildWorkerBundle(outdir, process.cwd(), "dev/worker.ts");
   console.log(`bundle: ${(bundle.rawBytes / 1024).toFixed(1)} KiB raw, ${(bundle.gzipBytes / 1024).toFixed(1)} KiB gzip`);
 
   const database = await prepareLocalWorkerDatabase(ownerUrl.toString(), {

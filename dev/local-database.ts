@@ -26,7 +26,7 @@ export interface LoginRoleNames {
 }
 
 /** The connection string `url` as a Worker holds it: the proxy maps the fake host to PostgreSQL. */
-export function viaLocalProxy(url: string): string {
+function viaLocalProxy(url: string): string {
   const parsed = new URL(url);
   parsed.hostname = "db.localtest.me";
   parsed.port = "5432";

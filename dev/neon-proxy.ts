@@ -35,7 +35,7 @@ import { pathToFileURL } from "node:url";
 import pg from "pg";
 import { WebSocket, WebSocketServer } from "ws";
 import type { neonConfig as NeonConfigClass } from "@neondatabase/serverless";
-import { pointNeonAtLocalProxy } from "../src/dev/neon-local.js";
+import { pointNeonAtLocalProxy } from "./neon-local.js";
 
 // ---------------------------------------------------------------------------
 // Public types
@@ -75,7 +75,7 @@ export interface LoggedStatement {
 }
 
 /** Counters for one WebSocket connection (client-to-server direction only). */
-export interface WsConnectionStats {
+interface WsConnectionStats {
   id: number;
   /** The `address` query parameter the driver sent, e.g. `db.localtest.me:5432`. */
   address: string;
@@ -89,7 +89,7 @@ export interface WsConnectionStats {
   open: boolean;
 }
 
-export interface NeonProxyStats {
+interface NeonProxyStats {
   http: {
     /** POST /sql requests received (each `sql\`\`` call or `transaction()` is one). */
     requests: number;
@@ -146,7 +146,7 @@ type NeonConfigLike = Pick<
 
 /**
  * Point the driver's global `neonConfig` at a local proxy: the runtime-neutral settings of
- * `pointNeonAtLocalProxy` (src/dev/neon-local.ts, which explains each one), plus a WebSocket
+ * `pointNeonAtLocalProxy` (dev/neon-local.ts, which explains each one), plus a WebSocket
  * constructor: Node 20 has no global WebSocket, so it defaults to `ws`; pass `null` to keep
  * the runtime's global one (workerd, browsers).
  *

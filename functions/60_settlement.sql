@@ -32,6 +32,8 @@ SET lock_timeout = '2s'
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   a aip_route_assignments;
+  -- The pinned assignment, as compared with the caller's; its admission names the scopes to release.
+  v_pinned jsonb;
   v_now timestamptz;
   v_threshold integer;
   v_open_ms integer;
@@ -57,7 +59,8 @@ BEGIN
       PERFORM aip_fail('not-found', format('route for action `%s` was not found', p_action_id),
                        jsonb_build_object('action_id', p_action_id));
     END IF;
-    IF aip_assignment_json(a)::jsonb <> p_assignment THEN
+    v_pinned := aip_assignment_json(a)::jsonb;
+    IF v_pinned <> p_assignment THEN
       PERFORM aip_fail('fence-lost', 'route assignment fencing failed: the presented assignment differs from the pinned route',
                        jsonb_build_object('action_id', p_action_id));
     END IF;
@@ -101,9 +104,11 @@ BEGIN
                        jsonb_build_object('action_id', p_action_id));
     END IF;
     -- The scopes read above are still the route's: only resolve (serialized by the action lock)
-    -- and the releasers (excluded by the update just made) ever change them.
+    -- and the releasers (excluded by the update just made) ever change them. They are the pinned
+    -- admission's (aip_held_scopes, without building that admission a second time).
     v_waiting := 'counter';
-    PERFORM aip_release_scopes(aip_held_scopes(a));
+    PERFORM aip_release_scopes(CASE WHEN a.retry THEN (v_pinned #> '{admission,scopes}') || jsonb_build_array(v_pinned #> '{admission,retry_scope}')
+                                    ELSE v_pinned #> '{admission,scopes}' END);
     RETURN json_build_object('action_id', a.action_id, 'released', true, 'last_settlement', p_outcome);
   EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
     PERFORM aip_fail('busy',

@@ -16,7 +16,7 @@
  * esbuild transpiles (no type check: `npm run typecheck` does that), tsc writes the declarations.
  * A build records a fingerprint of its inputs (every file under src/, the tsconfigs, this script)
  * and the files it wrote; the next build removes outputs whose source is gone. The Worker is not
- * built here: wrangler bundles src/worker.ts itself (`npm run build:worker`).
+ * built here: wrangler bundles src/entry/worker.ts itself (`npm run build:worker`).
  */
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -27,7 +27,7 @@ const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const DIST = join(root, "dist");
 const stampPath = (outdir = DIST) => join(outdir, "build-stamp.json");
 /** What Node runs: the server, the CLI (its commands are loaded on demand) and the published client. */
-const ENTRY_POINTS = ["src/node.ts", "src/cli.ts", "src/client.ts"];
+const ENTRY_POINTS = ["src/entry/node.ts", "src/entry/cli.ts", "src/client.ts"];
 /** Syntax is lowered to what Node 20 runs: the server still starts there, though only 22 and 24 are promised. */
 const TARGET = "node20";
 
@@ -101,7 +101,7 @@ export async function build(outdir = DIST) {
   const sources = Object.keys(graph.metafile.inputs)
     .filter((path) => path.startsWith("src/") && path.endsWith(".ts"))
     .map((path) => join(root, path));
-  if (!sources.some((path) => path.endsWith(join("src", "cli.ts")))) throw new Error(`the build found no sources under ${join(root, "src")}`);
+  if (!sources.some((path) => path.endsWith(join("src", "entry", "cli.ts")))) throw new Error(`the build found no sources under ${join(root, "src")}`);
   const transpiled = await esbuild.build({
     absWorkingDir: root,
     entryPoints: sources,

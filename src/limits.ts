@@ -106,7 +106,7 @@ export const ACTION_CLOCK_ALLOWANCE_MS = 3_600_000;
 export const ROUTE_EXPORT_LAG_MS = 3_600_000;
 
 /**
- * The shortest pause between two retention runs of one process once it has caught up (src/route-retention.ts):
+ * The shortest pause between two retention runs of one process once it has caught up (src/maintenance/route-retention.ts):
  * a route is removed within about this long after its window ends, while maintenance cycles run.
  */
 export const ROUTE_RETENTION_PAUSE_MS = 15 * 60_000;
@@ -141,7 +141,6 @@ export const CONTROL_DB_STATEMENT_TIMEOUT_MS: RangeBound = { default: 60_000, mi
  * long (exit 3) instead of hanging the command. Also migrations' connect bound (src/db/pg.ts).
  */
 export const CLI_CONNECT_TIMEOUT_MS = 10_000;
-export const MIGRATION_CONNECT_TIMEOUT_MS = CLI_CONNECT_TIMEOUT_MS;
 /** A migration's statements run under a 15-minute server-side timeout (src/db/migrate.ts); the client waits a minute longer. */
 export const MIGRATION_QUERY_TIMEOUT_MS = 16 * 60_000;
 
@@ -160,6 +159,22 @@ export const CATALOG_CACHE_BYTES: RangeBound = { default: 64 * MiB, min: 0, max:
 
 /** How long a cached catalog answer may be served unconfirmed (CATALOG_MAX_STALENESS_MS; 0 = never). */
 export const CATALOG_MAX_STALENESS_MS: RangeBound = { default: 0, min: 0, max: 3_600_000 };
+
+/**
+ * The most replay lag a catalog read replica (CATALOG_DATABASE_URL) may have for its answer to be
+ * used (CATALOG_REPLICA_MAX_LAG_MS); a read on a replica further behind goes to the primary
+ * (src/catalog/replica.ts). 0: only a replica that has replayed everything it received.
+ */
+export const CATALOG_REPLICA_MAX_LAG_MS: RangeBound = { default: 1_000, min: 0, max: 600_000 };
+
+/**
+ * A catalog replica that cannot be reached is tried again after a backoff that doubles per failed
+ * attempt from `base_ms` up to `max_ms` (jittered), while the primary answers (src/catalog/replica.ts).
+ */
+export const CATALOG_REPLICA_RETRY = { base_ms: 250, max_ms: 30_000 } as const;
+
+/** Node: connecting to the catalog replica gives up after this long, and the read goes to the primary. */
+export const CATALOG_REPLICA_CONNECT_TIMEOUT_MS = 1_000;
 
 // Token verification against an identity provider (AUTH_JWKS_URL; src/http/jwks.ts) ---------------
 /**

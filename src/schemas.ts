@@ -95,9 +95,9 @@ export function replicaEndpointProblem(value: string): string | null {
   return null;
 }
 
-export const Label = z.string().regex(new RegExp(LABEL_FORMAT.pattern), LABEL_FORMAT.message);
+const Label = z.string().regex(new RegExp(LABEL_FORMAT.pattern), LABEL_FORMAT.message);
 export const Digest = z.string().regex(new RegExp(DIGEST_FORMAT.pattern), DIGEST_FORMAT.message);
-export const Timestamp = z.string().openapi({ format: "date-time", example: "2026-12-01T10:15:30.123Z" });
+const Timestamp = z.string().openapi({ format: "date-time", example: "2026-12-01T10:15:30.123Z" });
 const Count = z.number().int().nonnegative();
 const Revision = z.number().int().min(0).max(JSON_INTEGER_MAX);
 
@@ -105,7 +105,7 @@ const Revision = z.number().int().min(0).max(JSON_INTEGER_MAX);
 // The registry refuses JSON nested deeper than JSON_DEPTH_MAX (src/limits.ts; aip_canonical_json).
 
 /** True when no array or object in `value` is nested more than `max` levels deep (`value` is level 1). */
-export function nestsAtMost(value: unknown, max: number): boolean {
+function nestsAtMost(value: unknown, max: number): boolean {
   // Iterative: the point is to refuse input too deep for recursive code (JSON.stringify included).
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length > 0) {
@@ -129,7 +129,7 @@ export const boundedNesting = <T extends z.ZodTypeAny>(schema: T) => schema.refi
  * come in the order zod gives them for `boundedNesting(shape)`: the shape's first, and the
  * nesting bound only when the shape holds.
  */
-export function asReceived<T extends z.ZodObject>(shape: T) {
+function asReceived<T extends z.ZodObject>(shape: T) {
   // The document shows `shape` itself (zod's JSON Schema of it, which is JSON Schema 2020-12 as OpenAPI 3.1's).
   const { $schema: _, ...documented } = z.toJSONSchema(shape, { io: "input" }) as Record<string, unknown>;
   return z
@@ -538,10 +538,10 @@ const Capability = z
   })
   .openapi("Capability");
 
-export const Manifest = boundedNesting(z.looseObject({ capabilities: z.array(Capability), profiles: z.array(Id()).optional() })).openapi("Manifest");
+const Manifest = boundedNesting(z.looseObject({ capabilities: z.array(Capability), profiles: z.array(Id()).optional() })).openapi("Manifest");
 
 const CheckStatus = z.enum(CHECK_STATUSES);
-export const Attestation = boundedNesting(
+const Attestation = boundedNesting(
   z.looseObject({
     artifact_digest: Digest,
     schema_bundle_digest: Digest.openapi({
@@ -570,7 +570,7 @@ export const Attestation = boundedNesting(
 
 const Claim = z.boolean().optional();
 /** What the implementation behind one capability supports; an absent member is false. */
-export const ImplementationSupport = z
+const ImplementationSupport = z
   .object(Object.fromEntries(IMPLEMENTATION_CLAIMS.map((claim) => [claim, Claim])) as Record<(typeof IMPLEMENTATION_CLAIMS)[number], typeof Claim>)
   .strict()
   .openapi("ImplementationSupport");
@@ -911,6 +911,22 @@ export const BindingsPage = z.object({
 export type BindingsPage = z.infer<typeof BindingsPage>;
 
 // Operations ------------------------------------------------------------------------------------
+const CatalogReplicaStatus = z
+  .object({
+    state: z.enum(["unknown", "ok", "lagging", "behind_floor", "unreachable"]).openapi({
+      description:
+        "What the last catalog read or readiness probe found on the catalog replica (CATALOG_DATABASE_URL): `ok` its answers are served; `lagging` its replay lag is above `max_lag_ms` (or unknown); `behind_floor` it answered a revision older than one this process already served; `unreachable` it could not be reached and is tried again after `retry_in_ms`. In every state but `ok` catalog reads go to the primary: degraded, still ready.",
+    }),
+    lag_ms: z.number().nullable().openapi({ description: "The replay lag last measured on the replica (null: unknown)." }),
+    max_lag_ms: z.number().int().openapi({ description: "CATALOG_REPLICA_MAX_LAG_MS." }),
+    retry_in_ms: z.number().optional(),
+    error: z.string().optional(),
+    fallbacks: z.record(z.string(), z.number().int()).openapi({
+      description: "Catalog reads answered by the primary instead, since start, by reason (lagging, behind_floor, behind_request, unreachable, error).",
+    }),
+  })
+  .openapi("CatalogReplicaStatus");
+
 export const Readiness = z
   .object({
     status: z.enum(["ready", "not_ready"]),
@@ -927,6 +943,7 @@ export const Readiness = z
       description:
         "False when the registry's tables, columns or indexes differ from what the migrations made (changed by hand): the registry still serves, `aip-registry doctor` reports it.",
     }),
+    catalog_replica: CatalogReplicaStatus.optional(),
   })
   .openapi("Readiness");
 export type Readiness = z.infer<typeof Readiness>;

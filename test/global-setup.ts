@@ -14,7 +14,7 @@ import { migrate } from "../src/db/migrate.js";
 import { withPgSession } from "../src/db/pg.js";
 import { startNeonProxy } from "../dev/neon-proxy.js";
 import { ensureBuilt } from "../scripts/build.mjs";
-import { startEmbeddedServer } from "./support/embedded-postgres.js";
+import { startEmbeddedServer } from "../fixtures/embedded-postgres.js";
 import { startJwksServer } from "./support/jwks-server.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
 

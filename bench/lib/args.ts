@@ -3,7 +3,7 @@
  * BENCH_DATABASE_URL (a superuser URL of any database on the server) replaces the machine's
  * PostgreSQL at postgres://postgres@127.0.0.1:5432.
  */
-export const SUITES = [
+const SUITES = [
   "cost",
   "routing",
   "catalog",
@@ -17,9 +17,9 @@ export const SUITES = [
   "partition",
   "pglite",
 ] as const;
+type Suite = (typeof SUITES)[number];
 /** Suites that build databases of their own: the reference fleet is seeded only for the others. */
 export const OWN_DATABASE_SUITES: readonly Suite[] = ["catalog-churn", "scale", "partition", "pglite"];
-export type Suite = (typeof SUITES)[number];
 
 export interface Options {
   quick: boolean;

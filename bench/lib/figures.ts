@@ -44,8 +44,14 @@ export interface Spec extends LoadOptions {
  * (graphile-worker), and for the HTTP figures the registry's own cycle through its SQL entry
  * points (what the HTTP layer costs on top).
  */
-export const REFERENCES = { baseline: "SELECT 1", ceiling: "one-row write", peer: "graphile-worker", cycle: "SQL cycle" } as const;
-const MEASURES_ONLY = new Set(["baseline", "ceiling", "peer"]);
+const REFERENCES = {
+  baseline: "SELECT 1",
+  ceiling: "one-row write",
+  peer: "graphile-worker",
+  "peer-short-queue": "graphile-worker (queue 5,000)",
+  cycle: "SQL cycle",
+} as const;
+const MEASURES_ONLY = new Set(["baseline", "ceiling", "peer", "peer-short-queue"]);
 export type Reference = (typeof REFERENCES)[keyof typeof REFERENCES];
 const referenceOf = (suite: string): Reference | undefined => REFERENCES[suite as keyof typeof REFERENCES];
 
@@ -99,7 +105,7 @@ export async function invariants(registry: Registry): Promise<string> {
 
 const fixed = (n: number, d = 1) => n.toFixed(d);
 
-export function describe(f: Figure): string {
+function describe(f: Figure): string {
   const errors = Object.entries(f.errors)
     .map(([code, n]) => `${code}=${n}`)
     .join(" ");

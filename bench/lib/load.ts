@@ -33,7 +33,7 @@ export interface LoadOptions {
 // biome-ignore lint/suspicious/noConfusingVoidType: operations that time their whole duration return nothing
 export type Operation = (worker: number, index: number) => Promise<number | void>;
 
-export function errorCode(error: unknown): string {
+function errorCode(error: unknown): string {
   const e = error as { code?: unknown; name?: unknown; message?: unknown };
   if (typeof e?.code === "string") return e.code;
   return typeof e?.name === "string" ? e.name : String(error);

@@ -25,7 +25,7 @@ export function machineInfo(): MachineInfo {
   };
 }
 
-export const SETTINGS = [
+const SETTINGS = [
   "max_connections",
   "shared_buffers",
   "synchronous_commit",

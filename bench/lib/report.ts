@@ -6,7 +6,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import type { Figure } from "./figures.js";
 import type { MachineInfo, ServerInfo } from "./machine.js";
-import type { SeedReport } from "./seed.js";
+import type { SeedReport } from "../../fixtures/seed.js";
 import type { Cost } from "../workloads/cost.js";
 
 export interface Results {
@@ -26,8 +26,8 @@ export interface Results {
 }
 
 /** The reference's acceptance thresholds, and ours (ten times better). */
-export const REFERENCE = { routesPerSecond: 100, routeP99Ms: 3000, catalogP99Ms: 2000 };
-export const GOAL = { routesPerSecond: 1000, routeP99Ms: 300, catalogP99Ms: 200 };
+const REFERENCE = { routesPerSecond: 100, routeP99Ms: 3000, catalogP99Ms: 2000 };
+const GOAL = { routesPerSecond: 1000, routeP99Ms: 300, catalogP99Ms: 200 };
 
 const n = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
 const times = (ratio: number | undefined) => (ratio === undefined ? "-" : `${ratio.toFixed(2)}x`);
@@ -65,14 +65,15 @@ function summary(r: Results): string[] {
   for (const target of [...new Set(r.figures.filter((f) => f.suite === "cycle").map((f) => f.target))]) {
     lines.push(`**${target}**: resolve+settle cycles per concurrency:`, "");
     lines.push(
-      "| concurrency | conns | cycles/s | cycle p99 ms | new routes/s | route p99 ms | cycle vs SELECT 1 | vs one-row write | vs graphile-worker (jobs/s) | WAL B/cycle (graphile-worker B/job) |",
-      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+      "| concurrency | conns | cycles/s | cycle p99 ms | new routes/s | route p99 ms | cycle vs SELECT 1 | vs one-row write | vs graphile-worker (jobs/s) | vs graphile-worker, queue 5,000 (jobs/s) | WAL B/cycle (graphile-worker B/job) |",
+      "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     );
     for (const cycle of r.figures.filter((f) => f.suite === "cycle" && f.target === target)) {
       const resolve = find(r, "resolve", target, cycle.concurrency);
       const peer = find(r, "peer", target, cycle.concurrency);
+      const shortQueue = find(r, "peer-short-queue", target, cycle.concurrency);
       lines.push(
-        `| ${cycle.concurrency} | ${cycle.pool} | ${n(cycle.throughput)} | ${n(cycle.latency.p99)} | ${resolve ? n(resolve.throughput) : "-"} | ${resolve ? n(resolve.latency.p99) : "-"} | ${times(cycle.ratios?.["SELECT 1"])} | ${times(cycle.ratios?.["one-row write"])} | ${times(cycle.ratios?.["graphile-worker"])}${peer ? ` (${n(peer.throughput, 0)})` : ""} | ${wal(cycle)} (${wal(peer)}) |`,
+        `| ${cycle.concurrency} | ${cycle.pool} | ${n(cycle.throughput)} | ${n(cycle.latency.p99)} | ${resolve ? n(resolve.throughput) : "-"} | ${resolve ? n(resolve.latency.p99) : "-"} | ${times(cycle.ratios?.["SELECT 1"])} | ${times(cycle.ratios?.["one-row write"])} | ${times(cycle.ratios?.["graphile-worker"])}${peer ? ` (${n(peer.throughput, 0)})` : ""} | ${times(cycle.ratios?.["graphile-worker (queue 5,000)"])}${shortQueue ? ` (${n(shortQueue.throughput, 0)})` : ""} | ${wal(cycle)} (${wal(peer)}) |`,
       );
     }
     lines.push("");
@@ -119,7 +120,7 @@ function summary(r: Results): string[] {
   return lines;
 }
 
-export function markdown(r: Results): string {
+function markdown(r: Results): string {
   const m = r.machine;
   const lines = [
     `# AIP registry benchmark: ${r.startedAt} (${r.mode})`,

@@ -8,7 +8,7 @@ import pg from "pg";
 import { migrate, type MigrationSession } from "../../src/db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { startEmbeddedServer } from "../../test/support/embedded-postgres.js";
+import { startEmbeddedServer } from "../../fixtures/embedded-postgres.js";
 
 export const MACHINE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 const ROLE_PASSWORD = "aip-bench-password";
@@ -48,7 +48,7 @@ export interface BenchDatabase {
   closePools(): Promise<void>;
 }
 
-export function urlFor(serverUrl: string, database: string, user?: string, password?: string): string {
+function urlFor(serverUrl: string, database: string, user?: string, password?: string): string {
   const url = new URL(serverUrl);
   url.pathname = `/${database}`;
   if (user) {

@@ -15,7 +15,7 @@
  */
 import { once } from "node:events";
 import { mintToken } from "../../src/http/tokens.js";
-import { binding, connectorType, instance, version } from "../../test/support/fleet.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 import type { Figure, Recorder } from "../lib/figures.js";
 import { Samples } from "../lib/stats.js";
 import { freshDatabase, type Server } from "../lib/target.js";

@@ -23,7 +23,7 @@ import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Figure, Recorder } from "../lib/figures.js";
-import { tenantId, type Layout } from "../lib/layout.js";
+import { tenantId, type Layout } from "../../fixtures/layout.js";
 import { observe } from "../lib/observe.js";
 import type { BenchDatabase } from "../lib/target.js";
 

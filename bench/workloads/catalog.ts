@@ -6,9 +6,10 @@
  */
 import type { Registry } from "../../src/registry/registry.js";
 import type { Recorder } from "../lib/figures.js";
-import { tenantId, type Layout } from "../lib/layout.js";
+import { tenantId, type Layout } from "../../fixtures/layout.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { UnexpectedOutcome } from "./routing.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 const PAGE = 50;
 
@@ -16,7 +17,7 @@ async function deepCursors(registry: Registry, tenant: string): Promise<string[]
   const cursors: string[] = [];
   let cursor: string | undefined;
   do {
-    const page = await registry.catalogPage(tenant, { limit: PAGE, ...(cursor ? { cursor } : {}) });
+    const page = await catalogPage(registry, tenant, { limit: PAGE, ...(cursor ? { cursor } : {}) });
     cursor = page.next_cursor ?? undefined;
     if (cursor) cursors.push(cursor);
   } while (cursor);
@@ -58,12 +59,12 @@ async function measureCatalog(
   const pick = <T>(items: T[]) => items[Math.floor(Math.random() * items.length)] as T;
 
   await recorder.measure(db, plan.target, spec(`first page (limit ${PAGE})`), async () => {
-    const page = await registry.catalogPage(tenantId(Math.floor(Math.random() * l.tenants)), { limit: PAGE });
+    const page = await catalogPage(registry, tenantId(Math.floor(Math.random() * l.tenants)), { limit: PAGE });
     if (page.capabilities.length !== PAGE || page.total !== l.visiblePerTenant) throw new UnexpectedOutcome("short first page");
   });
   await recorder.measure(db, plan.target, spec(`deep page (pages 6-10, limit ${PAGE})`), async () => {
     const tenant = pick(tenants);
-    const page = await registry.catalogPage(tenant, { limit: PAGE, cursor: pick(cursors.get(tenant) ?? []) });
+    const page = await catalogPage(registry, tenant, { limit: PAGE, cursor: pick(cursors.get(tenant) ?? []) });
     if (page.capabilities.length === 0) throw new UnexpectedOutcome("empty deep page");
   });
 }

@@ -8,13 +8,13 @@
  *   alone and under the noise. The noisy tenant ignores Retry-After on purpose (worst case).
  */
 import type { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../../test/support/fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../../fixtures/records.js";
 import { invariants, type Recorder } from "../lib/figures.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { newActionId, UnexpectedOutcome } from "./routing.js";
 
 const LEASE_MS = 300_000;
-export const NOISY_TENANT_LIMIT = 32;
+const NOISY_TENANT_LIMIT = 32;
 
 export async function publishContentionFleets(registry: Registry): Promise<void> {
   const replicas = [

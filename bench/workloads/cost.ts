@@ -16,11 +16,12 @@ import os from "node:os";
 import pg from "pg";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { randomRoute, tenantId, type Layout } from "../lib/layout.js";
+import { randomRoute, tenantId, type Layout } from "../../fixtures/layout.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { resolveNew, settle, type Held } from "./routing.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
-export interface Wal {
+interface Wal {
   records: number;
   fullPageImages: number;
   bytes: number;
@@ -159,10 +160,10 @@ export async function measureCosts(db: BenchDatabase, l: Layout, operations = 30
     await measure(
       "catalog page (limit 50)",
       async (i) => {
-        await registry.catalogPage(tenantId(i % l.tenants), { limit: 50 });
+        await catalogPage(registry, tenantId(i % l.tenants), { limit: 50 });
       },
       async () => {
-        await registry.catalogPage(tenantId(0), { limit: 50 });
+        await catalogPage(registry, tenantId(0), { limit: 50 });
       },
     );
     const wal = await walPerOperation(client, l, Math.max(10, Math.round(operations / 10)));

@@ -1,9 +1,9 @@
 /**
  * The Node server as a separate process for the HTTP workload (so the load generator does not
- * share its event loop): src/node.ts startServer with the environment it was given. Prints one
+ * share its event loop): src/entry/node.ts startServer with the environment it was given. Prints one
  * JSON line with its URL once listening; exits on SIGTERM.
  */
-import { startServer } from "../../src/node.js";
+import { startServer } from "../../src/entry/node.js";
 
 const running = await startServer(process.env, () => {});
 process.stdout.write(`${JSON.stringify({ url: running.url })}\n`);

@@ -1,5 +1,5 @@
 /**
- * The HTTP path: the Node server (src/node.ts) in its own process over pg, driven by autocannon.
+ * The HTTP path: the Node server (src/entry/node.ts) in its own process over pg, driven by autocannon.
  * Each autocannon connection repeats one gateway cycle: PUT /v1/routes/{new action} with a tenant
  * token, then POST .../settlement with the assignment exactly as received. A cycle's latency runs
  * from the PUT being prepared to the settlement's answer. GET /healthz under the same load is
@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Recorder } from "../lib/figures.js";
-import { randomRoute, tenantId, type Layout } from "../lib/layout.js";
+import { randomRoute, tenantId, type Layout } from "../../fixtures/layout.js";
 import { observe } from "../lib/observe.js";
 import { Samples } from "../lib/stats.js";
 import type { BenchDatabase } from "../lib/target.js";

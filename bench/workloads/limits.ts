@@ -10,7 +10,7 @@
  *   waiting for the WAL flush; durability is traded, so this is evidence, never a setting).
  */
 import type { Recorder } from "../lib/figures.js";
-import type { Layout } from "../lib/layout.js";
+import type { Layout } from "../../fixtures/layout.js";
 import type { BenchDatabase } from "../lib/target.js";
 import { resolveNew, settle, warmUp } from "./routing.js";
 

@@ -13,7 +13,7 @@ import { closedLoop, type Measurement } from "../lib/load.js";
 import type { Recorder } from "../lib/figures.js";
 import { invariants } from "../lib/figures.js";
 import { observe } from "../lib/observe.js";
-import { seedFleet } from "../lib/seed.js";
+import { seedFleet } from "../../fixtures/seed.js";
 import { dropDatabase, freshDatabase, type Server } from "../lib/target.js";
 import { resolveNew, settle, warmUp } from "./routing.js";
 

@@ -28,6 +28,13 @@ export interface PeerPlan {
   concurrency: number;
   pool: number;
   durationMs: number;
+  /**
+   * graphile-worker only: measure while the queue drains from this many jobs to 1,000 (or for
+   * durationMs), its rate with a short queue. (Jobs for the warm-up are queued on top.) By
+   * default the queue holds more jobs than the phase can take (about 72,000 for a 10 s phase),
+   * which slows its claims.
+   */
+  queue?: number;
 }
 
 /** Creates the write ceiling's table (idempotent; owned by the bench database's owner). */
@@ -65,6 +72,9 @@ export async function measureWriteCeiling(recorder: Recorder, db: BenchDatabase,
   }
 }
 
+/** Jobs queued on top of a short queue for the warm-up (500 ms, at most a few thousand jobs/s here). */
+const SHORT_QUEUE_WARM_UP_JOBS = 2_000;
+
 /** Jobs enough for the phase at a rate well above anything this server reaches. */
 const jobsFor = (durationMs: number) => Math.max(5_000, Math.ceil((durationMs / 1000 + 2) * 6_000));
 
@@ -73,7 +83,7 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
   try {
     await utils.migrate();
     await utils.withPgClient((client) => client.query(`DELETE FROM ${PEER_SCHEMA}._private_jobs`));
-    const jobs = jobsFor(plan.durationMs);
+    const jobs = plan.queue === undefined ? jobsFor(plan.durationMs) : plan.queue + SHORT_QUEUE_WARM_UP_JOBS;
     for (let added = 0; added < jobs; added += 5_000) {
       await utils.addJobs(Array.from({ length: Math.min(5_000, jobs - added) }, () => ({ identifier: "noop", payload: {} })));
     }
@@ -86,10 +96,12 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
   const lastDone = new Map<string, number>();
   let measuring = false;
   let ops = 0;
+  let done = 0;
   events.on("job:success", ({ worker }: { worker: { workerId: string } }) => {
     const now = performance.now();
     const previous = lastDone.get(worker.workerId);
     lastDone.set(worker.workerId, now);
+    done++;
     if (!measuring) return;
     ops++;
     if (previous !== undefined) samples.add(now - previous);
@@ -115,16 +127,22 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
   });
   try {
     await sleep(500); // every worker has claimed, so each has a previous completion
+    // A short queue: start when it is down to plan.queue (the warm-up jobs done).
+    while (plan.queue !== undefined && done < SHORT_QUEUE_WARM_UP_JOBS) await sleep(5);
     const observer = await observe(db.server.adminUrl, db.name);
     measuring = true;
     const t0 = performance.now();
-    await sleep(plan.durationMs);
+    if (plan.queue === undefined) await sleep(plan.durationMs);
+    else {
+      const stopAt = plan.queue - 1_000;
+      while (ops < stopAt && performance.now() - t0 < plan.durationMs) await sleep(10);
+    }
     measuring = false;
     const seconds = (performance.now() - t0) / 1000;
     const observation = await observer.stop();
     recorder.add({
-      suite: "peer",
-      name: "graphile-worker claim+complete",
+      suite: plan.queue === undefined ? "peer" : "peer-short-queue",
+      name: plan.queue === undefined ? "graphile-worker claim+complete" : `graphile-worker claim+complete (queue ${plan.queue})`,
       target: plan.target,
       concurrency: plan.concurrency,
       pool: plan.pool,
@@ -135,7 +153,7 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
       latency: samples.summary(),
       observation,
       ...(observation.walBytes !== undefined && ops ? { walBytesPerOp: observation.walBytes / ops } : {}),
-      ...(ops >= jobsFor(plan.durationMs) - plan.concurrency
+      ...(plan.queue === undefined && ops >= jobsFor(plan.durationMs) - plan.concurrency
         ? { note: "ran out of jobs: a lower bound" }
         : plan.concurrency > plan.pool
           ? { note: `graphile-worker runs ${plan.pool} workers, one per connection` }

@@ -9,7 +9,7 @@ import { Registry } from "../../src/registry/registry.js";
 import type { Recorder } from "../lib/figures.js";
 import { invariants } from "../lib/figures.js";
 import { closedLoop } from "../lib/load.js";
-import { seedFleet } from "../lib/seed.js";
+import { seedFleet } from "../../fixtures/seed.js";
 import { resolveNew, settle } from "./routing.js";
 
 export async function runPglite(recorder: Recorder, plan: { durationMs: number; log: (line: string) => void }): Promise<void> {

@@ -15,9 +15,9 @@
  * exclusive lock and the longest any reader was queued for it: the lock's own share of the
  * stall, which the client-side maximum mixes with CPU starvation on a busy machine.
  */
-import { connectorType, version } from "../../test/support/fleet.js";
+import { connectorType, version } from "../../fixtures/records.js";
 import type { Figure, Recorder } from "../lib/figures.js";
-import { randomRoute, type Layout } from "../lib/layout.js";
+import { randomRoute, type Layout } from "../../fixtures/layout.js";
 import { closedLoop, type Measurement } from "../lib/load.js";
 import { samplePublicationLock } from "../lib/publication-lock.js";
 import type { BenchDatabase } from "../lib/target.js";

@@ -13,7 +13,7 @@ import { pgExecutor } from "../../src/db/pg.js";
 import type { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import type { Recorder } from "../lib/figures.js";
-import { randomRoute, type Layout } from "../lib/layout.js";
+import { randomRoute, type Layout } from "../../fixtures/layout.js";
 import type { BenchDatabase, RegistryHandle } from "../lib/target.js";
 import { measureGraphileWorker, measureWriteCeiling } from "./peers.js";
 
@@ -89,6 +89,8 @@ export async function runRouting(recorder: Recorder, db: BenchDatabase, l: Layou
       const peerPlan = { target: plan.target, concurrency, pool: plan.poolFor(concurrency), durationMs: plan.durationMs };
       await measureWriteCeiling(recorder, db, peerPlan);
       await measureGraphileWorker(recorder, db, peerPlan);
+      // And with a short queue, where its claims are faster (issue 25 reports both).
+      await measureGraphileWorker(recorder, db, { ...peerPlan, queue: 5_000 });
     }
     const handle = await db.registry(plan.poolFor(concurrency));
     try {

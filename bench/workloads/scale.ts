@@ -7,7 +7,7 @@
  * throughput flat: the ratio largest/smallest is reported.
  */
 import type { Figure, Recorder } from "../lib/figures.js";
-import { seedFleet, type SeedReport } from "../lib/seed.js";
+import { seedFleet, type SeedReport } from "../../fixtures/seed.js";
 import { dropDatabase, freshDatabase, type Server } from "../lib/target.js";
 import { resolveNew, settle, warmUp } from "./routing.js";
 

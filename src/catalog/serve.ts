@@ -64,7 +64,7 @@ export interface CatalogRequest {
 }
 
 /** How an answer was produced: `hit` (no statement), `revalidated` (one statement, nothing built), `miss` (built). */
-export type CacheOutcome = "hit" | "revalidated" | "miss";
+type CacheOutcome = "hit" | "revalidated" | "miss";
 
 export type CatalogOutcome =
   | { status: 200; revision: number; etag: string; body: string | Uint8Array; coding: ContentCoding | null; cache: CacheOutcome }
@@ -183,14 +183,20 @@ export class ConfirmedRevision {
  * runs at a time, and every caller that arrived while it ran shares the one after it, whatever its
  * tenant: one statement reads the revisions of every tenant asked for.
  */
+export interface CheckedRevisions {
+  revisions: Map<string, number>;
+  /** 0 from the primary; from a replica, how long before now its snapshot was known current. */
+  replay_lag_ms: number;
+}
+
 export class SharedRevisionCheck {
   private running: Promise<unknown> | null = null;
-  private next: { tenants: Set<string>; revisions: Promise<Map<string, number>> } | null = null;
+  private next: { tenants: Set<string>; revisions: Promise<CheckedRevisions> } | null = null;
 
-  constructor(private readonly read: (tenants: readonly string[]) => Promise<Map<string, number>>) {}
+  constructor(private readonly read: (tenants: readonly string[]) => Promise<CheckedRevisions>) {}
 
-  current(tenant: string): Promise<number> {
-    let revisions: Promise<Map<string, number>>;
+  current(tenant: string): Promise<{ catalog_revision: number; replay_lag_ms: number }> {
+    let revisions: Promise<CheckedRevisions>;
     if (!this.running) {
       revisions = this.start(new Set([tenant]));
     } else {
@@ -205,14 +211,14 @@ export class SharedRevisionCheck {
       this.next.tenants.add(tenant);
       revisions = this.next.revisions;
     }
-    return revisions.then((map) => {
-      const revision = map.get(tenant);
+    return revisions.then((checked) => {
+      const revision = checked.revisions.get(tenant);
       if (revision === undefined) throw new Error(`the revision check did not answer for tenant ${JSON.stringify(tenant)}`);
-      return revision;
+      return { catalog_revision: revision, replay_lag_ms: checked.replay_lag_ms };
     });
   }
 
-  private start(tenants: Set<string>): Promise<Map<string, number>> {
+  private start(tenants: Set<string>): Promise<CheckedRevisions> {
     const check = this.read([...tenants]);
     this.running = check;
     const done = () => {
@@ -266,7 +272,8 @@ export class CatalogServer {
     const known = query.cursor === undefined ? this.confirmed.fresh(tenant, this.now(), this.options.maxStalenessMs ?? 0) : undefined;
     if (known !== undefined && query.since >= known) return { status: 304, revision: known, etag: etagOf(known, digest), cache: "hit" };
     const answer = await this.registry.catalogChangesText(tenantId, query);
-    this.confirmed.confirm(tenant, answer.catalog_revision, this.now());
+    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const etag = etagOf(answer.catalog_revision, digest);
     if (answer.not_modified || answer.text === null) return { status: 304, revision: answer.catalog_revision, etag, cache: "revalidated" };
     return { status: 200, revision: answer.catalog_revision, etag, body: answer.text, coding: null, cache: "miss" };
@@ -277,7 +284,7 @@ export class CatalogServer {
     key: string,
     request: CatalogRequest,
     fromRevision: number | undefined,
-    read: (ifRevision: number | null) => Promise<CatalogText>,
+    read: (ifRevision: number | null) => Promise<CatalogText & { replay_lag_ms?: number }>,
   ): Promise<CatalogOutcome> {
     const { compressor, cache } = this.options;
     const digest = keyDigest(key);
@@ -308,8 +315,10 @@ export class CatalogServer {
 
     // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
     if (cached && this.revisionCheck && (fromRevision === undefined || fromRevision === cached.revision)) {
-      const current = await this.revisionCheck.current(tenant).catch(() => undefined);
-      if (current !== undefined) this.confirmed.confirm(tenant, current, this.now());
+      const checked = await this.revisionCheck.current(tenant).catch(() => undefined);
+      // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+      if (checked !== undefined) this.confirmed.confirm(tenant, checked.catalog_revision, this.now() - checked.replay_lag_ms);
+      const current = checked?.catalog_revision;
       if (current === cached.revision) {
         if (validator === "any" || validator === current) return { status: 304, revision: current, etag: etag(current), cache: "revalidated" };
         return { status: 200, revision: current, etag: etag(current), body: await served(cached), coding, cache: "revalidated" };
@@ -321,7 +330,8 @@ export class CatalogServer {
     // reports the tenant's revision, at most the one sent (an issued validator always names it).
     const newest = Math.max(cached?.revision ?? -1, typeof validator === "number" ? validator : -1);
     const answer = await read(validator === "any" ? ANY_REVISION : newest >= 0 ? newest : null);
-    this.confirmed.confirm(tenant, answer.catalog_revision, this.now());
+    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const revision = answer.catalog_revision;
     if (answer.not_modified) {
       if (validator === "any" || (typeof validator === "number" && validator >= revision))

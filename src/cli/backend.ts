@@ -59,7 +59,7 @@ export interface RetentionWindow {
   requireExport: boolean;
 }
 
-export interface RoutesQuery {
+interface RoutesQuery {
   settledBefore: string;
   settledAfter?: string;
   cursor?: string;

@@ -65,7 +65,7 @@ export function registryUrl(ctx: CommandContext): string {
  * AIP_REGISTRY_TOKEN, or a short-lived token minted for exactly `scopes` from the signing secret
  * (development setups, where the CLI runs next to the server's data directory).
  */
-export async function openBackend(ctx: CommandContext, scopes: Scope[], claims: { tenantId?: string } = {}): Promise<Backend> {
+async function openBackend(ctx: CommandContext, scopes: Scope[], claims: { tenantId?: string } = {}): Promise<Backend> {
   const databaseUrl = str(ctx.values, "database-url");
   // Loaded on demand: an HTTP command should not pay for the database driver.
   if (databaseUrl) return (await import("./sql-backend.js")).sqlBackend(databaseUrl);

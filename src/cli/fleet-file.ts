@@ -52,7 +52,7 @@ export const FleetFile = z
   .strict();
 export type FleetFile = z.infer<typeof FleetFile>;
 
-export type RecordKind = "connector_type" | "admission_policy" | "version" | "instance" | "binding" | "replica";
+type RecordKind = "connector_type" | "admission_policy" | "version" | "instance" | "binding" | "replica";
 
 /** One record of the file, which one or two changes publish. */
 export interface FleetRecord {
@@ -74,7 +74,7 @@ export interface FleetPlan {
   computedDigests: number;
 }
 
-export function parseFleetText(text: string, format: "yaml" | "json"): unknown {
+function parseFleetText(text: string, format: "yaml" | "json"): unknown {
   try {
     // YAML merge keys (`<<: *anchor`) let a file share attestation and topology blocks.
     return format === "json" ? JSON.parse(text) : parseYaml(text, { merge: true, maxAliasCount: 10_000 });
@@ -111,7 +111,7 @@ export function validateFleet(input: unknown): FleetFile {
 }
 
 /** Translates a validated file into one batch, in the order the registry needs the records. */
-export async function planFleet(file: FleetFile): Promise<FleetPlan> {
+async function planFleet(file: FleetFile): Promise<FleetPlan> {
   const records: FleetRecord[] = [];
   const changes: ChangeRecord[] = [];
   const recordOf: number[] = [];

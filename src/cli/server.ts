@@ -8,7 +8,7 @@ import { MigrationError, migrate as runMigrations, type MigrationReport } from "
 import { redactUrl, withPgSession } from "../db/pg.js";
 import { CLI_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
-import { startServer } from "../node.js";
+import { startServer } from "../entry/node.js";
 import { pgliteOpenFailure } from "../node/data-dir-check.js";
 import { lockDataDir } from "../node/data-dir-lock.js";
 import { serveUntilSignal } from "../node/signals.js";

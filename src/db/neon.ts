@@ -13,8 +13,6 @@
 import { Pool, neon } from "@neondatabase/serverless";
 import type { SqlExecutor } from "./executor.js";
 
-export type NeonTransport = "http" | "websocket";
-
 /**
  * `timeoutMs` bounds one statement's whole round trip (a compute waking from suspension, the
  * statement, the answer): past it the call fails, which the registry answers 503 `storage`. The

@@ -3,7 +3,7 @@
  * session for migrations.
  */
 import pg from "pg";
-import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS, MIGRATION_CONNECT_TIMEOUT_MS, MIGRATION_QUERY_TIMEOUT_MS } from "../limits.js";
+import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS, CLI_CONNECT_TIMEOUT_MS, MIGRATION_QUERY_TIMEOUT_MS } from "../limits.js";
 import type { SqlExecutor } from "./executor.js";
 import type { MigrationSession } from "./migrate.js";
 
@@ -77,7 +77,7 @@ export function pgExecutor(pool: pg.Pool): SqlExecutor {
 
 /**
  * One session for a migration. Bounded: connecting by `connectionTimeoutMs` (default
- * MIGRATION_CONNECT_TIMEOUT_MS), and each statement client-side by `queryTimeoutMs` (default
+ * CLI_CONNECT_TIMEOUT_MS), and each statement client-side by `queryTimeoutMs` (default
  * MIGRATION_QUERY_TIMEOUT_MS, past the migration's own server-side statement timeout), so a server
  * that accepts the connection and never answers cannot hang the caller.
  */
@@ -89,7 +89,7 @@ export async function withPgSession<T>(
   const client = new pg.Client({
     connectionString,
     application_name: "aip-registry-migrate",
-    connectionTimeoutMillis: options.connectionTimeoutMs ?? MIGRATION_CONNECT_TIMEOUT_MS,
+    connectionTimeoutMillis: options.connectionTimeoutMs ?? CLI_CONNECT_TIMEOUT_MS,
     query_timeout: options.queryTimeoutMs ?? MIGRATION_QUERY_TIMEOUT_MS,
   });
   client.on("error", () => {});

@@ -22,7 +22,7 @@ function nonce(): string {
   return btoa(String.fromCharCode(...bytes));
 }
 
-export function docsCsp(nonce: string): string {
+function docsCsp(nonce: string): string {
   return [
     "default-src 'none'",
     `script-src 'nonce-${nonce}'`,
@@ -35,7 +35,7 @@ export function docsCsp(nonce: string): string {
   ].join("; ");
 }
 
-export function docsPage(nonce: string, assets: DocsAssets): string {
+function docsPage(nonce: string, assets: DocsAssets): string {
   const prefix = assets === "bundled" ? BUNDLED_ASSET_PREFIX : CDN_ASSET_PREFIX;
   const attributes = (file: SwaggerUiFile) => `integrity="${SWAGGER_UI_FILES[file].integrity}" crossorigin="anonymous" nonce="${nonce}"`;
   return `<!doctype html>

@@ -83,12 +83,12 @@ function jwksUrlProblem(value: string): string | undefined {
   return "must be an https URL";
 }
 
-export function isLoopbackHost(hostname: string): boolean {
+function isLoopbackHost(hostname: string): boolean {
   const host = hostname.toLowerCase();
   return host === "localhost" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
-/** The rules as a zod refinement of any schema holding the settings (src/config.ts, src/worker.ts). */
+/** The rules as a zod refinement of any schema holding the settings (src/config.ts, src/entry/worker.ts). */
 export function refineVerifierSettings(config: VerifierSettings, ctx: z.RefinementCtx): void {
   for (const { setting, message } of verifierSettingsProblems(config)) ctx.addIssue({ code: "custom", path: [setting], message });
 }

@@ -211,7 +211,8 @@ function limitExceeded(token: string, payload: JWTPayload, nowS: number, maxLife
 /**
  * Principals of tokens verified recently, by the token's exact text: a gateway sends the same
  * token with every request for its lifetime, and verifying it (an HMAC or a signature, the JOSE
- * header and claims parsed again) was a seventh of the Node server's CPU per routing cycle. Only
+ * header and claims parsed again) every time was a large share of the Node server's CPU per
+ * routing cycle (docs/decisions.md). Only
  * successful verifications are kept, each until the token's own `exp` (no clock tolerance: the
  * cache never extends a token's life) or `maxAgeMs`, whichever comes first, and, with a JWKS, only
  * while the key set it was verified under is current and within its maximum age: the cache never

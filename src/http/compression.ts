@@ -1,5 +1,5 @@
 /**
- * Compressed answers, where the server compresses them itself (the Node server: src/node.ts gives
+ * Compressed answers, where the server compresses them itself (the Node server: src/entry/node.ts gives
  * the app a Compressor). A Worker is given none: Cloudflare's edge compresses its answers for the
  * client (and weakens their ETags when it does), so the Worker spends no CPU on it.
  *
@@ -14,7 +14,7 @@
  *   through it, so they pay nothing for it.
  *
  * Brotli (quality 5) is offered first, then gzip (level 6): on the catalog pages and the OpenAPI
- * document brotli 5 costs what gzip 6 costs and is 10 to 30 % smaller (bench/README.md).
+ * document brotli 5 costs what gzip 6 costs and is smaller (figures: docs/decisions.md).
  */
 import type { Context, MiddlewareHandler } from "hono";
 
@@ -27,7 +27,7 @@ export interface Compressor {
 }
 
 /** Answers below this size are sent as they are: compressing them saves less than it costs. */
-export const COMPRESSION_MIN_BYTES = 1024;
+const COMPRESSION_MIN_BYTES = 1024;
 
 const ALIASES: Record<string, string> = { "x-gzip": "gzip" };
 

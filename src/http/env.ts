@@ -1,7 +1,7 @@
 /** Hono environment shared by the app and its route files. */
 import type { Principal } from "./auth.js";
 
-export interface AppVariables {
+interface AppVariables {
   requestId: string;
   principal: Principal;
 }

@@ -3,7 +3,7 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { RegistryError } from "../registry/errors.js";
-import type { Authenticator, Principal, Scope } from "./auth.js";
+import type { Authenticator, Scope } from "./auth.js";
 import type { AppEnv } from "./env.js";
 import { BearerRefusal } from "./problem.js";
 
@@ -34,8 +34,4 @@ export function requireTenant(c: Context<AppEnv>): string {
   const tenant = c.get("principal").tenantId;
   if (!tenant) throw new BearerRefusal("forbidden", "the token carries no tenant_id: routing needs a verified tenant", "insufficient_scope");
   return tenant;
-}
-
-export function principalOf(c: Context<AppEnv>): Principal {
-  return c.get("principal");
 }

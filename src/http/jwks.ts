@@ -67,7 +67,7 @@ interface FetchedSet {
 }
 
 /** Why a token found no key: the set holds none for it (401) or it cannot be known now (503). */
-export class NoMatchingKey extends Error {
+class NoMatchingKey extends Error {
   constructor(readonly reason: keyof typeof NO_KEY_MESSAGES) {
     super(NO_KEY_MESSAGES[reason]);
   }

@@ -1,8 +1,10 @@
 /**
- * RFC 9457 problem details: every error response of the API goes through here.
+ * RFC 9457 problem details: every error response of the API goes through here. `problemDocument`
+ * is the one place a body is built: the app's error handler, the Node transport's refusals of
+ * requests Hono never sees, the Worker's misconfiguration answer and the OpenAPI examples.
  */
 import type { Context } from "hono";
-import { PROBLEM_STATUS, PROBLEM_TITLES, RegistryError, type ProblemCode } from "../registry/errors.js";
+import { PROBLEM_TITLES, RegistryError } from "../registry/errors.js";
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
 
@@ -36,16 +38,21 @@ function bearerChallenge(error: RegistryError): string | undefined {
 /** RFC 9457's members and ours: an extension member (from a function's DETAIL) never replaces them. */
 const STANDARD_MEMBERS = new Set(["type", "title", "status", "detail", "instance", "code", "request_id"]);
 
-export function problemBody(c: Context, error: RegistryError): Record<string, unknown> {
+/** The problem+json body of `error`; `requestId` is left out when there is none. */
+export function problemDocument(error: RegistryError, requestId?: string): Record<string, unknown> {
   return {
     type: `https://aip.dev/problems/${error.code}`,
     title: PROBLEM_TITLES[error.code],
     status: error.status,
     detail: error.message,
     code: error.code,
-    request_id: c.get("requestId" as never) as string | undefined,
+    ...(requestId === undefined ? {} : { request_id: requestId }),
     ...Object.fromEntries(Object.entries(error.extensions).filter(([name]) => !STANDARD_MEMBERS.has(name))),
   };
+}
+
+function problemBody(c: Context, error: RegistryError): Record<string, unknown> {
+  return problemDocument(error, c.get("requestId" as never) as string | undefined);
 }
 
 export function problemResponse(c: Context, error: RegistryError): Response {
@@ -60,9 +67,3 @@ export function problemResponse(c: Context, error: RegistryError): Response {
   if (challenge) headers["www-authenticate"] = challenge;
   return c.body(JSON.stringify(problemBody(c, error)), error.status as never, headers);
 }
-
-export function problem(code: ProblemCode, detail: string, extensions: Record<string, unknown> = {}): RegistryError {
-  return new RegistryError(code, detail, extensions);
-}
-
-export { PROBLEM_STATUS };

@@ -7,7 +7,7 @@
  * in a terminal reaches node twice under `npm start`, from the terminal (the whole process group)
  * and from npm, which forwards SIGINT and SIGTERM to the process it runs.
  */
-import type { RunningServer } from "../node.js";
+import type { RunningServer } from "../entry/node.js";
 
 const REPEAT_WINDOW_MS = 1000;
 
@@ -46,7 +46,7 @@ export async function serveUntilSignal(start: () => Promise<RunningServer>): Pro
       line("warn", "requests still in flight at the drain deadline were cut", { cut: report.cut, drain_ms: running.config.SHUTDOWN_DRAIN_MS });
     if (!report.databaseClosed) line("warn", "the database did not close in time; exiting anyway (the data directory is released with the process)", {});
     line("info", "stopped", { signal, drained_ms: report.ms, cut: report.cut });
-    // The data directory lock lost while serving sets exit code 1 (src/node.ts).
+    // The data directory lock lost while serving sets exit code 1 (src/entry/node.ts).
     return typeof process.exitCode === "number" ? process.exitCode : 0;
   } catch (error) {
     line("error", "graceful stop failed", { error: String(error) });

@@ -32,12 +32,12 @@ import { STATUS_CODES, type IncomingMessage, type RequestListener, type Server, 
 import type { Socket } from "node:net";
 import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
-import { PROBLEM_CONTENT_TYPE } from "../http/problem.js";
+import { PROBLEM_CONTENT_TYPE, problemDocument } from "../http/problem.js";
 import type { AccessLogSink } from "../observability/access-log.js";
-import { PROBLEM_TITLES, RegistryError } from "../registry/errors.js";
+import { RegistryError } from "../registry/errors.js";
 
 /** The problem for an error Node's HTTP server reports, or null when the client is gone. */
-export function refusalFor(error: NodeJS.ErrnoException & { reason?: string }): RegistryError | null {
+function refusalFor(error: NodeJS.ErrnoException & { reason?: string }): RegistryError | null {
   const code = error.code ?? "";
   // The connection ended (HPE_INVALID_EOF_STATE: it ended in the middle of a request).
   if (/^(ECONNRESET|EPIPE|ECONNABORTED|ETIMEDOUT|ERR_STREAM_PREMATURE_CLOSE|HPE_INVALID_EOF_STATE)$/.test(code)) return null;
@@ -55,14 +55,7 @@ export function refusalFor(error: NodeJS.ErrnoException & { reason?: string }): 
 }
 
 function problemJson(error: RegistryError, requestId: string): string {
-  return JSON.stringify({
-    type: `https://aip.dev/problems/${error.code}`,
-    title: PROBLEM_TITLES[error.code],
-    status: error.status,
-    detail: error.message,
-    code: error.code,
-    request_id: requestId,
-  });
+  return JSON.stringify(problemDocument(error, requestId));
 }
 
 /** A complete HTTP/1.1 response for a socket whose parser has given up: it closes the connection. */
@@ -101,7 +94,7 @@ interface Verdict {
 }
 
 /** Why a message that Node parsed is refused before the app sees it, if it is. */
-export function messageRefusal(req: IncomingMessage): RegistryError | null {
+function messageRefusal(req: IncomingMessage): RegistryError | null {
   if (req.httpVersion === "1.1" && req.headers.host === undefined) {
     return new RegistryError("malformed-request", "an HTTP/1.1 request must carry a Host header (RFC 9112, section 3.2)");
   }

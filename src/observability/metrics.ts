@@ -8,7 +8,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
-import type { MaintenanceStats } from "../maintenance.js";
+import type { MaintenanceStats } from "../maintenance/cycle.js";
 import type { Registry } from "../registry/registry.js";
 import { KeySetMetrics, type KeySetSource } from "./key-set-metrics.js";
 import { MetricRegistry } from "./prometheus.js";
@@ -50,6 +50,8 @@ const CATALOG_ROUTES: Record<string, string> = {
 
 /** Seconds; from sub-millisecond in-process calls to the 10 s statement timeout. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+const REPLICA_STATES = ["unknown", "ok", "lagging", "behind_floor", "unreachable"] as const;
 
 const RESOLVE_ROUTE = "/v1/routes/:action_id";
 
@@ -105,6 +107,20 @@ export class RegistryMetrics {
   private readonly poolIdle = this.metrics.gauge("aip_db_pool_idle_connections", "Idle database connections per pool.", ["pool"]);
   private readonly poolWaiting = this.metrics.gauge("aip_db_pool_waiting_requests", "Queries waiting for a database connection per pool.", ["pool"]);
   private readonly poolMax = this.metrics.gauge("aip_db_pool_max_connections", "Configured maximum connections per pool.", ["pool"]);
+  private readonly replicaState = this.metrics.gauge(
+    "aip_catalog_replica_state",
+    "1 for the catalog replica's current state (CATALOG_DATABASE_URL; absent without one): ok, lagging, behind_floor, unreachable or unknown.",
+    ["state"],
+  );
+  private readonly replicaLag = this.metrics.gauge(
+    "aip_catalog_replica_lag_seconds",
+    "The catalog replica's replay lag, as last measured (absent when unknown).",
+  );
+  private readonly replicaFallbacks = this.metrics.counter(
+    "aip_catalog_replica_fallbacks_total",
+    "Catalog reads the primary answered although a replica is configured, by reason: lagging, behind_floor, behind_request, unreachable, error.",
+    ["reason"],
+  );
   private readonly fleetUp = this.metrics.gauge("aip_fleet_status_up", "1 when the fleet status could be read at this scrape, else 0.");
   private readonly catalogRevision = this.metrics.gauge("aip_catalog_revision", "The published catalog revision.");
   private readonly fleetRecords = this.metrics.gauge(
@@ -171,6 +187,13 @@ export class RegistryMetrics {
       this.poolIdle.set({ pool: pool.pool }, pool.idle);
       this.poolWaiting.set({ pool: pool.pool }, pool.waiting);
       if (pool.max !== undefined) this.poolMax.set({ pool: pool.pool }, pool.max);
+    }
+    const replica = await registry.catalogReplicaStatus();
+    if (replica) {
+      for (const state of REPLICA_STATES) this.replicaState.set({ state }, state === replica.state ? 1 : 0);
+      this.replicaLag.reset();
+      if (replica.lag_ms !== null) this.replicaLag.set({}, replica.lag_ms / 1000);
+      for (const [reason, total] of Object.entries(replica.fallbacks)) this.replicaFallbacks.setTotal({ reason }, total);
     }
     try {
       const status = await registry.fleetStatus();

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { Config } from "../config.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
-import type { MaintenanceStats } from "../maintenance.js";
+import type { MaintenanceStats } from "../maintenance/cycle.js";
 import type { KeySetSource } from "./key-set-metrics.js";
 import type { MetricsOptions, PoolUsage } from "./metrics.js";
 
@@ -20,7 +20,7 @@ let processRegistry: Registry | undefined;
  * per process, shared by every server in it: they observe the process (a GC observer, an
  * event-loop delay histogram), not a server.
  */
-export function processMetricsText(): Promise<string> {
+function processMetricsText(): Promise<string> {
   if (!processRegistry) {
     processRegistry = new Registry();
     collectDefaultMetrics({ register: processRegistry });
@@ -32,7 +32,7 @@ export function processMetricsText(): Promise<string> {
  * This package's version, from the nearest package.json named `aip-registry` above this module:
  * found the same way whether it runs from src/ (tsx) or from compiled output.
  */
-export function packageVersion(from: URL = new URL(".", import.meta.url)): string {
+function packageVersion(from: URL = new URL(".", import.meta.url)): string {
   for (let dir = from; ; dir = new URL("..", dir)) {
     try {
       const manifest = JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { name?: string; version?: string };
@@ -45,7 +45,7 @@ export function packageVersion(from: URL = new URL(".", import.meta.url)): strin
 }
 
 /** The labels of `aip_build_info`: what runs here, for dashboards that compare a fleet of servers. */
-export function buildInfo(config: Pick<Config, "DATABASE_URL" | "REGISTRY_MODE">): Record<string, string> {
+function buildInfo(config: Pick<Config, "DATABASE_URL" | "REGISTRY_MODE">): Record<string, string> {
   return {
     version: packageVersion(),
     runtime: "node",

@@ -6,6 +6,7 @@
  * process has no control executor, and its control methods fail with `forbidden`.
  */
 import type { z } from "@hono/zod-openapi";
+import { CatalogReplica, primaryStatement, type CatalogStatement, type ReplicaStatus } from "../catalog/replica.js";
 import type { SqlExecutor } from "../db/executor.js";
 import { REGIONS_PAGE } from "../limits.js";
 import type { READER_KINDS } from "../record-kinds.js";
@@ -31,7 +32,7 @@ import type {
   SettlementOutcome,
   SettlementResult,
 } from "../schemas.js";
-import { REPLICA_BEHIND_SQLSTATE, RegistryError, fromDatabaseError } from "./errors.js";
+import { RegistryError, fromDatabaseError } from "./errors.js";
 
 // What the functions take: the request schemas' validated output (src/schemas.ts).
 export type CatalogQuery = z.output<typeof S.CatalogQuery>;
@@ -59,17 +60,29 @@ export interface RegistryExecutors {
   data: SqlExecutor;
   control?: SqlExecutor;
   /**
-   * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. A
-   * replica that has not replayed a request's revision yet says so (REPLICA_BEHIND_SQLSTATE) and
-   * the read goes to the data executor instead.
+   * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. Its
+   * answers are served only while they are recent enough (src/catalog/replica.ts); otherwise, or
+   * when it cannot be reached, the read goes to the data executor in the same request.
    */
   catalog?: SqlExecutor;
+  /**
+   * The replica's state (floors, lag bound, backoff), shared by every Registry of the process
+   * over the same `catalog`; a Registry of its own (default settings) when unset.
+   */
+  catalogReplica?: CatalogReplica;
 }
+
+/** A catalog read's answer; a replica's says how long before now it was known current. */
+export type CatalogAnswer = CatalogText & { replay_lag_ms?: number };
 
 const json = (value: unknown) => JSON.stringify(value);
 
 export class Registry {
-  constructor(private readonly executors: RegistryExecutors) {}
+  private readonly replica: CatalogReplica | undefined;
+
+  constructor(private readonly executors: RegistryExecutors) {
+    this.replica = executors.catalog ? (executors.catalogReplica ?? new CatalogReplica(executors.catalog)) : undefined;
+  }
 
   get hasControl(): boolean {
     return this.executors.control !== undefined;
@@ -114,18 +127,25 @@ export class Registry {
 
   // Data plane ------------------------------------------------------------------------------------
   /** One catalog page as JSON text; `ifRevision` short-circuits to "not modified" at that revision. */
-  catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null): Promise<CatalogText> {
-    return this.catalogRead("SELECT catalog_revision::text AS revision, page AS text, not_modified FROM aip_catalog_page($1::text, $2::jsonb, $3::bigint)", [
+  catalogPageText(tenantId: string | null, query: CatalogQuery, ifRevision: number | null): Promise<CatalogAnswer> {
+    return this.catalogRead(
       tenantId,
-      json(query),
-      ifRevision,
-    ]);
+      {
+        columns: "catalog_revision::text AS revision, page AS text, not_modified",
+        from: (after) => `aip_catalog_page($1::text, $2::jsonb, $3::bigint${after})`,
+      },
+      [tenantId, json(query), ifRevision],
+    );
   }
 
   /** One definition as the JSON text of {catalog_revision, definition} (null: not visible to the tenant). */
-  catalogGetText(tenantId: string | null, capabilityId: string, ifRevision: number | null): Promise<CatalogText> {
+  catalogGetText(tenantId: string | null, capabilityId: string, ifRevision: number | null): Promise<CatalogAnswer> {
     return this.catalogRead(
-      "SELECT catalog_revision::text AS revision, definition AS text, not_modified FROM aip_catalog_get($1::text, $2::text, $3::bigint)",
+      tenantId,
+      {
+        columns: "catalog_revision::text AS revision, definition AS text, not_modified",
+        from: (after) => `aip_catalog_get($1::text, $2::text, $3::bigint${after})`,
+      },
       [tenantId, capabilityId, ifRevision],
     );
   }
@@ -134,9 +154,15 @@ export class Registry {
    * The tenant's catalog changes after `query.since` as JSON text (functions/31_catalog_changes.sql),
    * or not_modified (text null) when nothing changed since.
    */
-  catalogChangesText(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogText> {
+  catalogChangesText(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogAnswer> {
     return this.catalogRead(
-      "SELECT r->>'catalog_revision' AS revision, CASE WHEN r->>'not_modified' IS NULL THEN r::text END AS text, r->>'not_modified' IS NOT NULL AS not_modified FROM aip_catalog_changes($1::text, $2::jsonb) AS r",
+      tenantId,
+      {
+        columns:
+          "r->>'catalog_revision' AS revision, CASE WHEN r->>'not_modified' IS NULL THEN r::text END AS text, r->>'not_modified' IS NOT NULL AS not_modified",
+        // No bigint argument to make it lateral to the lag measurement: measured in the same statement still.
+        from: () => "aip_catalog_changes($1::text, $2::jsonb) AS r",
+      },
       [tenantId, json(query)],
     );
   }
@@ -148,38 +174,40 @@ export class Registry {
   }
 
   /**
-   * Maintenance: removes up to `limit` of the oldest catalog change tombstones outside the history
-   * kept, raising the affected tenants' oldest answerable `since`.
+   * Maintenance: removes up to `limit` of the oldest catalog change rows outside the history kept,
+   * raising the affected tenants' oldest answerable `since`.
    */
   trimCatalogChanges(keepRevisions: number, keepSeconds: number, limit: number): Promise<{ trimmed: number; backlog: boolean }> {
     return this.data("aip_trim_catalog_changes($1::bigint, $2::bigint, $3::integer)", [keepRevisions, keepSeconds, limit]);
   }
 
   /**
-   * The committed catalog revisions of these tenants ("" for a read without a tenant: always 0),
-   * from the catalog executor (a standby's when configured), in one statement.
+   * The committed catalog revisions of these tenants ("" for a read without a tenant: always 0), in
+   * one statement: from the replica when it is recent enough for every tenant's floor
+   * (src/catalog/replica.ts), else from the primary.
    */
-  async catalogRevisions(tenantIds: readonly string[]): Promise<Map<string, number>> {
+  async catalogRevisions(tenantIds: readonly string[]): Promise<{ revisions: Map<string, number>; replay_lag_ms: number }> {
+    type Row = { tenant_id: string; revision: string };
+    const statement: CatalogStatement = {
+      columns: "n.tenant_id, n.revision::text AS revision",
+      // A JSON array, not a driver's array literal: the same text on pg, PGlite and Neon.
+      from: () => "aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) AS n",
+    };
+    const params = [json(tenantIds)];
     try {
-      const rows = await (this.executors.catalog ?? this.executors.data).query<{ tenant_id: string; revision: string }>(
-        // A JSON array, not a driver's array literal: the same text on pg, PGlite and Neon.
-        "SELECT tenant_id, revision::text AS revision FROM aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))",
-        [json(tenantIds)],
-      );
-      return new Map(rows.map((row) => [row.tenant_id, Number(row.revision)]));
+      const { rows, lagMs } = this.replica
+        ? await this.replica.readRows<Row>((row) => row.tenant_id || null, statement, params, this.executors.data)
+        : { rows: await this.executors.data.query<Row>(primaryStatement(statement), params), lagMs: 0 };
+      return { revisions: new Map(rows.map((row) => [row.tenant_id, Number(row.revision)])), replay_lag_ms: lagMs };
     } catch (error) {
       throw fromDatabaseError(error);
     }
   }
 
-  async catalogPage(tenantId: string | null, query: CatalogQuery): Promise<CatalogPage> {
-    return JSON.parse((await this.catalogPageText(tenantId, query, null)).text as string) as CatalogPage;
-  }
-
-  async catalogGet(tenantId: string | null, capabilityId: string): Promise<{ catalog_revision: number; definition: Record<string, unknown> | null }> {
-    const answer = await this.catalogGetText(tenantId, capabilityId, null);
-    if (answer.text === null) return { catalog_revision: answer.catalog_revision, definition: null };
-    return JSON.parse(answer.text) as { catalog_revision: number; definition: Record<string, unknown> };
+  /** The catalog replica's state (null: none configured); `probe` asks it for its lag first. */
+  async catalogReplicaStatus(options: { probe?: boolean } = {}): Promise<ReplicaStatus | null> {
+    if (!this.replica) return null;
+    return options.probe ? this.replica.probe() : this.replica.status();
   }
 
   resolveRoute(actionId: string, tenantId: string, capabilityId: string, topology: TopologyPreference = {}): Promise<ResolveResult> {
@@ -261,23 +289,21 @@ export class Registry {
   }
 
   // -----------------------------------------------------------------------------------------------
-  /** A catalog read on the catalog executor, or on the data executor when that one lags behind. */
-  private async catalogRead(text: string, params: unknown[]): Promise<CatalogText> {
-    const run = async (executor: SqlExecutor) => {
-      const [row] = await executor.query<{ revision: string; text: string | null; not_modified: boolean }>(text, params);
-      if (!row) throw new RegistryError("storage", "the catalog read returned no row", {}, true);
-      return { catalog_revision: Number(row.revision), text: row.text, not_modified: row.not_modified };
-    };
-    const replica = this.executors.catalog;
+  /**
+   * A catalog read for `tenantId`: on the replica when its answer is recent enough
+   * (src/catalog/replica.ts), else on the data executor; one statement either way, two when the
+   * replica's answer is not used.
+   */
+  private async catalogRead(tenantId: string | null, statement: CatalogStatement, params: unknown[]): Promise<CatalogAnswer> {
+    type Row = { revision: string; text?: string | null; not_modified?: boolean };
     try {
-      if (replica) {
-        try {
-          return await run(replica);
-        } catch (error) {
-          if ((error as { code?: unknown })?.code !== REPLICA_BEHIND_SQLSTATE) throw error;
-        }
-      }
-      return await run(this.executors.data);
+      const { row, lagMs, from } = this.replica
+        ? await this.replica.read<Row>(tenantId, statement, params, this.executors.data)
+        : { row: (await this.executors.data.query<Row>(primaryStatement(statement), params))[0], lagMs: 0, from: "primary" };
+      if (!row) throw new RegistryError("storage", "the catalog read returned no row", {}, true);
+      const answer: CatalogAnswer = { catalog_revision: Number(row.revision), text: row.text ?? null, not_modified: row.not_modified ?? false };
+      if (from === "replica") answer.replay_lag_ms = lagMs;
+      return answer;
     } catch (error) {
       throw fromDatabaseError(error);
     }

@@ -30,7 +30,7 @@ export interface SchemaVerdict {
 
 const MIGRATE = "run migrate (`npx --no-install aip-registry migrate` with the database owner's URL)";
 
-export const SCHEMA_NOT_INSTALLED = `schema not installed: ${MIGRATE}`;
+const SCHEMA_NOT_INSTALLED = `schema not installed: ${MIGRATE}`;
 
 const unknown = { schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null, tables_intact: null };
 

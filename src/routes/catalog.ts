@@ -42,7 +42,7 @@ const NotModified = { description: "Not modified: the tenant's catalog revision 
 /**
  * Where a Worker must be told about work that outlives the response; nowhere on Node. Looked up
  * only when there is such work (a cache write after a miss): Hono's executionCtx getter throws
- * where there is none, and an Error per warm hit was 3 % of a Node server's CPU.
+ * where there is none, and an Error per warm hit is measurable CPU (docs/decisions.md).
  */
 function deferOf(c: Context<AppEnv>): Defer {
   return (work) => {

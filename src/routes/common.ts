@@ -3,9 +3,9 @@
  * security requirement, and small helpers.
  */
 import type { z } from "@hono/zod-openapi";
-import { PROBLEM_STATUS, PROBLEM_TITLES, type ProblemCode, RETRY_AFTER_MS } from "../registry/errors.js";
+import { PROBLEM_STATUS, PROBLEM_TITLES, type ProblemCode, RegistryError, RETRY_AFTER_MS } from "../registry/errors.js";
 import { Id, Problem } from "../schemas.js";
-import { PROBLEM_CONTENT_TYPE } from "../http/problem.js";
+import { PROBLEM_CONTENT_TYPE, problemDocument } from "../http/problem.js";
 
 export const bearer = [{ bearer: [] as string[] }];
 
@@ -73,16 +73,10 @@ const PROBLEM_EXAMPLES: Record<ProblemCode, { detail: string } & Record<string, 
 };
 
 function problemExample(code: ProblemCode) {
+  const { detail, ...extensions } = PROBLEM_EXAMPLES[code];
   return {
     summary: `${code}: ${PROBLEM_TITLES[code]}`,
-    value: {
-      type: `https://aip.dev/problems/${code}`,
-      title: PROBLEM_TITLES[code],
-      status: PROBLEM_STATUS[code],
-      code,
-      request_id: "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0",
-      ...PROBLEM_EXAMPLES[code],
-    },
+    value: problemDocument(new RegistryError(code, detail, extensions), "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"),
   };
 }
 

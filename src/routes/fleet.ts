@@ -5,11 +5,11 @@
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
-import { announceLease, type LeaseListener } from "../lease-events.js";
+import { announceLease, type LeaseListener } from "../maintenance/lease-events.js";
 import { LEASE_EXPIRY_BATCH, REGIONS_PAGE, ROUTE_RETENTION_BATCH } from "../limits.js";
 import { RegistryError } from "../registry/errors.js";
 import type { Registry } from "../registry/registry.js";
-import type { RetentionSettings } from "../route-retention.js";
+import type { RetentionSettings } from "../maintenance/route-retention.js";
 import { FleetRegions, FleetStatus, LeaseExpiryResult, PageSize, QueryInteger, RouteRetentionResult } from "../schemas.js";
 import { bearer, json, problems } from "./common.js";
 

@@ -2,7 +2,7 @@
  * Operations endpoints (no auth): liveness, readiness and the OpenAPI document (its reference page
  * is src/docs/route.ts). The document is a function of the registered routes only: it is built
  * once per process, on its first request (when every route is registered), and compressed once
- * per coding; building it took 9 to 79 ms per request.
+ * per coding: building it per request cost tens of milliseconds (docs/decisions.md).
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import { verifySchema } from "../registry/schema-check.js";
@@ -38,10 +38,14 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, 
       responses: { 200: json(Readiness, "Ready"), 503: json(Readiness, "Not ready") },
     }),
     async (c) => {
+      // A catalog replica's state is detail, never a reason to be not ready: the primary answers
+      // every catalog read the replica cannot (src/catalog/replica.ts).
+      const replica = replicaStatus(registry);
       try {
         const verdict = await verifySchema(registry);
         const { ok, ...rest } = verdict;
-        return ok ? c.json({ status: "ready" as const, ...rest }, 200) : c.json({ status: "not_ready" as const, ...rest }, 503);
+        const detail = { ...rest, ...(await replica) };
+        return ok ? c.json({ status: "ready" as const, ...detail }, 200) : c.json({ status: "not_ready" as const, ...detail }, 503);
       } catch (error) {
         const reason = fromDatabaseError(error).message;
         return c.json(
@@ -53,6 +57,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, 
             catalog_revision: null,
             statement_timeout: null,
             tables_intact: null,
+            ...(await replica),
           },
           503,
         );
@@ -67,6 +72,22 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, 
   });
   app.openAPIRegistry.registerComponent("securitySchemes", "bearer", { type: "http", scheme: "bearer", bearerFormat: "JWT" });
 }
+
+/** The catalog replica's state, probed for its lag unless that takes longer than a second. */
+async function replicaStatus(registry: Registry) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), READINESS_REPLICA_PROBE_MS);
+  });
+  try {
+    const status = (await Promise.race([registry.catalogReplicaStatus({ probe: true }), late])) ?? (await registry.catalogReplicaStatus());
+    return status ? { catalog_replica: status } : {};
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
+}
+
+const READINESS_REPLICA_PROBE_MS = 1_000;
 
 const OPENAPI_DOCUMENT = {
   openapi: "3.1.0",

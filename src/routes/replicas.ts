@@ -9,7 +9,7 @@ import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { BearerRefusal } from "../http/problem.js";
-import { announceLease, type LeaseListener } from "../lease-events.js";
+import { announceLease, type LeaseListener } from "../maintenance/lease-events.js";
 import { LEASE_TTL_MS } from "../limits.js";
 import type { LifecycleOptions, LifecycleResult, Registry } from "../registry/registry.js";
 import { LifecycleOperation, LifecycleRequest, LifecycleResponse } from "../schemas.js";

@@ -17,10 +17,10 @@ import { createApp } from "../../src/app.js";
 import { CDN_ASSET_PREFIX } from "../../src/docs/assets.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { browserGate } from "../support/browser.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet, requestId, hostPrincipal } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet, requestId, hostPrincipal } from "../../fixtures/records.js";
 import { TEST_SECRET } from "../support/http.js";
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
@@ -41,7 +41,7 @@ const CHROMIUM_ARGS = [
   "--disable-sync",
 ];
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let server: RunningServer;
 let context: BrowserContext;
 let dir: string;
@@ -61,7 +61,6 @@ async function expectScreenshot(page: Page, name: string): Promise<void> {
 beforeAll(async () => {
   if (!gate.run) return;
   dir = await mkdtemp(join(tmpdir(), "aip-browser-"));
-  db = await createTestDatabase();
   server = await startServer(
     {
       DATABASE_URL: db.dataUrl,
@@ -102,7 +101,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await context?.close();
   await server?.close();
-  await db?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

@@ -6,26 +6,24 @@ import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { cleanEnv, cliEnv, ROOT, runCli, startApiServer, type ApiServer } from "./support.js";
 
 // Each test runs the CLI as a subprocess (a Node start-up each): give them room on a busy machine.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let server: ApiServer;
 let dir: string;
 let example: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   server = await startApiServer(db.registry);
   dir = await mkdtemp(join(tmpdir(), "aip-cli-apply-"));
   example = await readFile(join(ROOT, "examples/fleet.yaml"), "utf8");
 });
 afterAll(async () => {
   await server?.close();
-  await db?.close();
 });
 
 const apply = (...args: string[]) => runCli(["apply", ...args], { env: cliEnv(server.url) });

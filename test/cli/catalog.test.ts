@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, publishSimpleFleet } from "../support/fleet.js";
+import { binding, publishSimpleFleet } from "../../fixtures/records.js";
 import { cleanEnv, cliEnv, runCli, startApiServer, type ApiServer } from "./support.js";
 
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });

@@ -4,18 +4,17 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { cleanEnv, cliEnv, runCli, startApiServer, type ApiServer } from "./support.js";
 
 // Each test runs the CLI as a subprocess (a Node start-up each): give them room on a busy machine.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let server: ApiServer;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   server = await startApiServer(db.registry);
   // Two tenants: two replicas, registered (ready), capacity 10 each.
   await publishSimpleFleet(db.registry, { prefix: "cli", tenants: ["tenant-a", "tenant-b"] });
@@ -25,7 +24,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.close();
-  await db?.close();
 });
 
 const cli = (...args: string[]) => runCli(args, { env: cliEnv(server.url) });

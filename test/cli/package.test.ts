@@ -55,8 +55,8 @@ describe.concurrent("the package", () => {
     const paths = files.map((file) => file.path);
     for (const expected of [
       "bin/aip-registry.mjs",
-      "dist/cli.js",
-      "dist/node.js",
+      "dist/entry/cli.js",
+      "dist/entry/node.js",
       "dist/client.js",
       "dist/client.d.ts",
       "dist/db/sql-files.js",

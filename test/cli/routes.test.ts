@@ -8,22 +8,21 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { DAY_MS, settledDaysAgo, stored, watermarks } from "../support/retention.js";
 import { cleanEnv, cliEnv, runCli, startApiServer, type ApiServer } from "./support.js";
 
 // Each test runs the CLI as a subprocess (a Node start-up each): give them room on a busy machine.
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let server: ApiServer;
 let dir: string;
 const tenant = "tenant-cret";
 const capability = "cap:cret.search";
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   server = await startApiServer(db.registry);
   await publishSimpleFleet(db.registry, { prefix: "cret", tenants: [tenant], capacity: 100 });
   await db.owner.query("UPDATE aip_connector_replicas SET lease_expires_at = now() + interval '1 hour'");
@@ -31,7 +30,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.close();
-  await db?.close();
   await rm(dir, { recursive: true, force: true });
 });
 

@@ -1,6 +1,6 @@
 /**
  * Stopping the server the way process managers do: a real SIGTERM or SIGINT sent to `npm start`
- * (which runs `node dist/node.js` itself, with no shell or tsx in between) or to the node process.
+ * (which runs `node dist/entry/node.js` itself, with no shell or tsx in between) or to the node process.
  * The listener stops accepting at once, a request in flight is answered, lease maintenance and the
  * database close, the data directory is released, and the process exits 0; a request that is not
  * done by SHUTDOWN_DRAIN_MS is cut and the process still stops.

@@ -10,7 +10,7 @@ import { createAuthenticator } from "../../src/http/auth.js";
 import type { Registry } from "../../src/registry/registry.js";
 import { TEST_SECRET } from "../support/http.js";
 
-export { freePort } from "../support/free-port.js";
+export { freePort } from "../../fixtures/free-port.js";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 export const BIN = fileURLToPath(new URL("../../bin/aip-registry.mjs", import.meta.url));

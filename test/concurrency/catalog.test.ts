@@ -12,18 +12,17 @@ import { pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { CatalogPage } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, requestId, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, requestId, version } from "../../fixtures/records.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let control: pg.Pool;
 beforeAll(async () => {
-  db = await createTestDatabase();
   control = new pg.Pool({ connectionString: db.controlUrl, max: PUBLISHERS });
 });
 afterAll(async () => {
   await control?.end();
-  await db?.close();
 });
 
 const PUBLISHERS = 3;
@@ -84,7 +83,7 @@ it("a reader never sees a page that mixes two publications, and a cursor never c
       let cursorRevision: number | null = null;
       try {
         do {
-          const page = await readerRegistry.catalogPage(tenants[k]!, { limit: LIMIT, ...(cursor ? { cursor } : {}) });
+          const page = await catalogPage(readerRegistry, tenants[k]!, { limit: LIMIT, ...(cursor ? { cursor } : {}) });
           observed.push({ tenant: k, after, cursorRevision, page });
           cursor = page.next_cursor ?? undefined;
           after = page.capabilities.at(-1)?.capability.id ?? after;

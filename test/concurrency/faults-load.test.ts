@@ -9,7 +9,7 @@
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { crashRestart } from "../support/faults.js";
 import { expectHealthy } from "../support/invariants.js";
 import { embeddedPgCtl, startPrivateServer, type PrivateServer } from "../support/private-server.js";
@@ -28,13 +28,7 @@ import {
 const shape: ModelShape = { ...DEFAULT_SHAPE, commandsPerWorker: 12 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.close();
-});
+const db = useTestDatabase();
 
 /** Runs the model `runs` times with `disrupt` alongside; returns the reports (violations asserted per run). */
 async function modelUnder(env: ModelEnv, name: string, runs: number, disrupt: (context: DisruptContext) => Promise<void>): Promise<ModelReport[]> {

@@ -10,26 +10,21 @@
  * invariant checker is empty, and the retried operation applies exactly once: the same route, or
  * the route created once if the first attempt never committed.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { droppableVictim, holdLocks, limitedDataRole, terminateBackend, victim, waitForBackendExit, waitForLockWaiter } from "../support/faults.js";
-import { binding, instance, policy, hostPrincipal } from "../support/fleet.js";
+import { binding, instance, policy, hostPrincipal } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
 import { publishRoutingFleet, replicaState, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.close();
-});
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 const urls = () => ({ dataUrl: db.dataUrl, controlUrl: db.controlUrl });
@@ -327,8 +322,8 @@ describe("statement_timeout", () => {
       ["resolve (shared publication lock)", () => v.registry.resolveRoute("act_stmt_new", f.tenant, f.capability)],
       ["settle (action lock)", () => v.registry.settleRoute(settleRoute.action_id, f.tenant, settleRoute, "completed")],
       ["publish (exclusive publication lock)", () => v.registry.publish([policy(`quota:${f.prefix}:late`)])],
-      ["catalog page (shared publication lock)", () => v.registry.catalogPage(f.tenant, {})],
-      ["catalog get (shared publication lock)", () => v.registry.catalogGet(f.tenant, f.capability)],
+      ["catalog page (shared publication lock)", () => catalogPage(v.registry, f.tenant, {})],
+      ["catalog get (shared publication lock)", () => catalogGet(v.registry, f.tenant, f.capability)],
       [
         "heartbeat (replica row)",
         () =>
@@ -392,8 +387,8 @@ describe("lock_timeout", () => {
       ["aip_resolve_route", () => registry.resolveRoute("act_lockto_new", f.tenant, f.capability)],
       ["aip_settle_route", () => registry.settleRoute(settleRoute.action_id, f.tenant, settleRoute, "completed")],
       ["aip_publish", () => registry.publish([policy(`quota:${f.prefix}:late`)])],
-      ["aip_catalog_page", () => registry.catalogPage(f.tenant, {})],
-      ["aip_catalog_get", () => registry.catalogGet(f.tenant, f.capability)],
+      ["aip_catalog_page", () => catalogPage(registry, f.tenant, {})],
+      ["aip_catalog_get", () => catalogGet(registry, f.tenant, f.capability)],
       ["aip_admin_catalog_page", () => registry.adminCatalogPage(null, true, {})],
       [
         "aip_host_replica_lifecycle",

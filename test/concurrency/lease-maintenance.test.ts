@@ -5,23 +5,19 @@
  * replica moves exactly as often as it should, every counter equals the reservations holding it,
  * and after the last settlement every counter is back at zero.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, expect, it } from "vitest";
 import type pg from "pg";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import type { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { counters, lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const pools: pg.Pool[] = [];
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
 afterAll(async () => {
   await Promise.all(pools.map((p) => p.end()));
-  await db?.close();
 });
 
 const TENANTS = ["tenant-c0", "tenant-c1", "tenant-c2", "tenant-c3"];

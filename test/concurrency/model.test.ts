@@ -13,8 +13,8 @@
  * `npm run soak` runs it for as long as asked.
  */
 import fc from "fast-check";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { DEFAULT_SHAPE, planArbitrary, runModel, summarize, type ModelReport, type ModelShape } from "../support/model.js";
 
@@ -25,13 +25,7 @@ const shape: ModelShape = {
   commandsPerWorker: Number(process.env.MODEL_COMMANDS ?? DEFAULT_SHAPE.commandsPerWorker),
 };
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.close();
-});
+const db = useTestDatabase();
 
 it(`random interleavings of ${shape.workers} parallel clients keep one destination per action, revision-consistent pages and exact capacity (${RUNS} runs)`, async () => {
   const env = { ownerUrl: db.ownerUrl, dataUrl: db.dataUrl, controlUrl: db.controlUrl };

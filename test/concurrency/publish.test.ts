@@ -9,25 +9,24 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision, refusal } from "../support/registry-state.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 const PUBLISHERS = 16;
 const BATCHES = 5;
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let pool: pg.Pool;
 let registry: Registry;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   pool = createPgPool(db.controlUrl, { max: PUBLISHERS });
   registry = new Registry({ data: pgExecutor(db.dataPool), control: pgExecutor(pool) });
 });
 afterAll(async () => {
   await pool?.end();
-  await db?.close();
 });
 
 /**
@@ -135,7 +134,7 @@ describe("concurrent publishers", () => {
     const readers = Array.from({ length: 4 }, async () => {
       let last = -1;
       while (publishing) {
-        const page = await db.registry.catalogPage(null, {});
+        const page = await catalogPage(db.registry, null, {});
         expect(page.catalog_revision).toBeGreaterThanOrEqual(last);
         last = page.catalog_revision;
       }

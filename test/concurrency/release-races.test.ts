@@ -11,21 +11,15 @@
  * it offline (or its lease expires and maintenance runs), then demands that every route was
  * released, that the replica holds nothing, and that the invariant checker agrees.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { hostPrincipal } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { hostPrincipal } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(async () => {
-  await db?.close();
-});
+const db = useTestDatabase();
 
 const ROUNDS = 20;
 // Expiry rounds each wait out a 1 s lease; the race is rarer there (seen in 1 of 8 rounds on the old code).

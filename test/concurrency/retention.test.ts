@@ -10,18 +10,17 @@
  * retry is never removed (the checker would see its replica slot and counters outlive it), no
  * action is routed afresh, and when everything stops no counter or replica slot is held.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import type { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { actionMintedAt, DAY_MS, settledDaysAgo, stored } from "../support/retention.js";
 import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let fleet: RoutingFleet;
 beforeAll(async () => {
-  db = await createTestDatabase();
   fleet = await publishRoutingFleet(db.registry, {
     prefix: "cret",
     tenant: "tenant-cret",
@@ -38,7 +37,6 @@ beforeAll(async () => {
   });
   await db.owner.query("UPDATE aip_connector_replicas SET lease_expires_at = now() + interval '1 hour'");
 });
-afterAll(() => db?.close());
 
 const ROUNDS = 4;
 const ROUTES = 240;

@@ -13,21 +13,20 @@ import { RegistryError } from "../../src/registry/errors.js";
 import type { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { createPgPool } from "../../src/db/pg.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { createTestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, publishRoutingFleet, replicaState, replicaTransition, routeCount } from "../support/routing-fleet.js";
 
 const PARALLEL = 50;
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let registry: Registry;
 let pool: pg.Pool;
 /** Owner connections for the storm's direct reads (the shared owner pool has four). */
 let owner: pg.Pool;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   ({
     registry,
     pools: [pool],
@@ -36,7 +35,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await owner?.end();
-  await db?.close();
 });
 afterEach(() => expectHealthy(db.registry));
 

@@ -3,7 +3,7 @@
  * single reads, conditional requests and tenant isolation.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { binding } from "../support/fleet.js";
+import { binding } from "../../fixtures/records.js";
 import { type Api, expectProblem, smallFleet, type SmallFleet } from "./target.js";
 
 const ids = (page: { capabilities: { capability: { id: string } }[] }) => page.capabilities.map((d) => d.capability.id);

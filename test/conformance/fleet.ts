@@ -5,7 +5,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Api, expectProblem, lifecycleRequestId, publishFleet, sleep, smallFleet, type SmallFleet } from "./target.js";
 
-export const FLEET_STATUS_FIELDS = [
+const FLEET_STATUS_FIELDS = [
   "catalog_revision",
   "connector_types",
   "active_versions",
@@ -25,7 +25,7 @@ export const FLEET_STATUS_FIELDS = [
  * (1 s), then polling until the lease is past on the database clock (via the admin view). Routes
  * that need the replica are created before: nothing here depends on how fast requests are.
  */
-export async function letLeaseExpire(api: Api, replicaId: string, sequence: number): Promise<void> {
+async function letLeaseExpire(api: Api, replicaId: string, sequence: number): Promise<void> {
   const beat = await api.lifecycle(replicaId, "heartbeat", { request_id: lifecycleRequestId(api.prefix), previous_sequence: sequence, lease_ttl_ms: 1000 });
   expect(beat.status, JSON.stringify(beat.body)).toBe(200);
   const admin = await api.admin();

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { type Api, expectProblem } from "./target.js";
 
 /** Every path of design.md section 6 (OpenAPI path syntax). */
-export const API_PATHS = [
+const API_PATHS = [
   "/healthz",
   "/readyz",
   "/v1/catalog/capabilities",

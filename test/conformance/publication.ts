@@ -3,7 +3,7 @@
  * and every administrative reader.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { attestation, connectorType, version } from "../support/fleet.js";
+import { attestation, connectorType, version } from "../../fixtures/records.js";
 import { type Api, expectProblem, publishFleet, smallFleet, type SmallFleet } from "./target.js";
 
 export function publicationConformance(api: Api): void {

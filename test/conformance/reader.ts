@@ -4,7 +4,7 @@
  * reference.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { hostPrincipal } from "../support/fleet.js";
+import { hostPrincipal } from "../../fixtures/records.js";
 import { type Api, expectProblem, publishFleet, smallFleet, type SmallFleet } from "./target.js";
 
 export function readerConformance(api: Api): void {

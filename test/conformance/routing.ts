@@ -4,7 +4,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { RouteAssignment } from "../../src/schemas.js";
-import { binding, instance, replica } from "../support/fleet.js";
+import { binding, instance, replica } from "../../fixtures/records.js";
 import { type Api, expectProblem, publishFleet, smallFleet, type SmallFleet } from "./target.js";
 
 export function routingConformance(api: Api): void {

@@ -7,7 +7,7 @@
 import { expect } from "vitest";
 import { sha256Digest } from "../../src/canonical-json.js";
 import type { Scope } from "../../src/http/auth.js";
-import { attestation, binding, connectorType, hostPrincipal, instance, policy, replica, version } from "../support/fleet.js";
+import { attestation, binding, connectorType, hostPrincipal, instance, policy, replica, version } from "../../fixtures/records.js";
 import { OpenApiSchemas } from "./openapi-schema.js";
 
 export interface ConformanceTarget {
@@ -79,7 +79,7 @@ export class Api {
   }
 
   admin = () => this.target.mintToken({ subject: "conformance-operator", scopes: ["registry:admin", "fleet:read"] });
-  /** The connector host that test/support/fleet.ts provisions `replicaId` for. */
+  /** The connector host that fixtures/records.ts provisions `replicaId` for. */
   host = (replicaId: string) =>
     this.target.mintToken({ subject: hostPrincipal(replicaId), scopes: ["replicas:write"], peerPrincipalId: hostPrincipal(replicaId) });
   fleetReader = () => this.target.mintToken({ subject: "conformance-observer", scopes: ["fleet:read"] });

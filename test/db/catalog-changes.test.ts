@@ -6,12 +6,13 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChangeHistorySchedule } from "../../src/catalog/change-history.js";
-import { runMaintenanceCycle } from "../../src/maintenance.js";
+import { runMaintenanceCycle } from "../../src/maintenance/cycle.js";
 import type { CatalogChanges } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import pg from "pg";
-import { capturePlans, expectCode, tenantWalk } from "../support/catalog.js";
-import { binding, connectorType, instance, version } from "../support/fleet.js";
+import { expectRefusal } from "../support/assertions.js";
+import { capturePlans, tenantWalk } from "../support/catalog.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 
 let db: TestDatabase;
 const TENANT = "tenant-feed";
@@ -188,7 +189,7 @@ describe("the change feed", () => {
     expect(other.catalog_revision).toBeGreaterThan(revision);
     expect(await db.registry.catalogChanges(TENANT, { since: revision })).toBeNull();
     expect(await db.registry.catalogChanges(TENANT, { since: other.catalog_revision })).toBeNull();
-    await expectCode(db.registry.catalogChanges(TENANT, { since: other.catalog_revision + 1 }), "invalid");
+    await expectRefusal(db.registry.catalogChanges(TENANT, { since: other.catalog_revision + 1 }), "invalid");
     // A tenant that never saw anything, and a read without a tenant: revision 0, nothing changed.
     expect(await db.registry.catalogChanges("tenant-feed-nobody", { since: 0 })).toBeNull();
     expect(await db.registry.catalogChanges(null, { since: 0 })).toBeNull();
@@ -216,7 +217,7 @@ describe("the change feed", () => {
     const trimmed = await db.registry.trimCatalogChanges(1, 86_400, 10_000);
     expect(trimmed.trimmed).toBeGreaterThan(0);
     expect(trimmed.backlog).toBe(false);
-    const expired = await expectCode(db.registry.catalogChanges(tenant, { since: created.catalog_revision }), "changes-expired");
+    const expired = await expectRefusal(db.registry.catalogChanges(tenant, { since: created.catalog_revision }), "changes-expired");
     expect(expired.extensions).toMatchObject({
       since: created.catalog_revision,
       oldest_since: removed.catalog_revision,
@@ -232,7 +233,7 @@ describe("the change feed", () => {
       again.catalog_revision,
     ]);
     expect((await db.registry.trimCatalogChanges(1_000_000, 3600, 10_000)).trimmed).toBe(1);
-    await expectCode(db.registry.catalogChanges(tenant, { since: removed.catalog_revision }), "changes-expired");
+    await expectRefusal(db.registry.catalogChanges(tenant, { since: removed.catalog_revision }), "changes-expired");
     expect(await db.registry.catalogChanges(tenant, { since: again.catalog_revision })).toBeNull();
     // Bounded batches, oldest first: a full batch says there is more; the newest revision stays.
     while ((await db.registry.trimCatalogChanges(1, 86_400, 10_000)).backlog);
@@ -253,8 +254,8 @@ describe("the change feed", () => {
     expect(batches).toBeGreaterThanOrEqual(2);
     const left = await db.owner.query<{ revision: string }>("SELECT revision::text FROM aip_catalog_changes");
     expect(left.rows.map((r) => Number(r.revision))).toEqual([last.catalog_revision]);
-    await expectCode(db.registry.trimCatalogChanges(1, 86_400, 0), "invalid");
-    await expectCode(db.registry.trimCatalogChanges(0, 86_400, 10), "invalid");
+    await expectRefusal(db.registry.trimCatalogChanges(1, 86_400, 0), "invalid");
+    await expectRefusal(db.registry.trimCatalogChanges(0, 86_400, 10), "invalid");
   });
 
   it("is trimmed by lease maintenance cycles, at most once per pause", async () => {
@@ -271,7 +272,7 @@ describe("the change feed", () => {
     const cycle = await runMaintenanceCycle(db.registry, undefined, undefined, () => now, schedule);
     expect(cycle.changes?.trimmed).toBeGreaterThan(0);
     expect(cycle.changes?.backlog).toBe(false);
-    await expectCode(db.registry.catalogChanges(tenant, { since: created.catalog_revision - 1 }), "changes-expired");
+    await expectRefusal(db.registry.catalogChanges(tenant, { since: created.catalog_revision - 1 }), "changes-expired");
     // Within the pause the next cycle does not trim; after it, it does.
     expect((await runMaintenanceCycle(db.registry, undefined, undefined, () => now, schedule)).changes).toBeUndefined();
     now += 60_000;

@@ -3,18 +3,30 @@
  * does (publication) and does not (replica churn, routing) invalidate it.
  */
 import canonicalize from "canonicalize";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { catalogRevision, expectCode, idsOf, tenantWalk } from "../support/catalog.js";
-import { binding, connectorType, instance, policy, publishSimpleFleet, registerReplica, replica, requestId, version, hostPrincipal } from "../support/fleet.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { idsOf, tenantWalk } from "../support/catalog.js";
+import {
+  binding,
+  connectorType,
+  instance,
+  policy,
+  publishSimpleFleet,
+  registerReplica,
+  replica,
+  requestId,
+  version,
+  hostPrincipal,
+} from "../../fixtures/records.js";
 import type { CatalogPage } from "../../src/schemas.js";
+import { catalogRevision, expectRefusal } from "../support/assertions.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const WALK_TENANT = "tenant-walk";
 const walkCaps = Array.from({ length: 300 }, (_, n) => `cap:walk.${String(n).padStart(4, "0")}`);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   // 300 capabilities (one version may hold 512), all bound for one tenant, plus a neighbour
   // tenant bound to a few of them, whose bindings the walk must never show.
   await db.registry.publish([
@@ -26,7 +38,6 @@ beforeAll(async () => {
     ...walkCaps.filter((_, n) => n % 7 === 0).map((cap) => binding("tenant-walk-other", cap, "cinst_walk_other")),
   ]);
 });
-afterAll(() => db?.close());
 
 const canonicalBytes = (page: CatalogPage) => page.capabilities.reduce((sum, definition) => sum + Buffer.byteLength(canonicalize(definition)!, "utf8"), 0);
 
@@ -53,7 +64,7 @@ describe("walking the catalog", () => {
   });
 
   it("clamps limit to [1, 200] with a default of 100", async () => {
-    const size = async (limit?: number) => (await db.registry.catalogPage(WALK_TENANT, limit === undefined ? {} : { limit })).capabilities.length;
+    const size = async (limit?: number) => (await catalogPage(db.registry, WALK_TENANT, limit === undefined ? {} : { limit })).capabilities.length;
     expect(await size()).toBe(100);
     expect(await size(0)).toBe(1);
     expect(await size(-5)).toBe(1);
@@ -61,19 +72,19 @@ describe("walking the catalog", () => {
     expect(await size(200)).toBe(200);
     expect(await size(201)).toBe(200);
     expect(await size(1_000_000_000_000)).toBe(200);
-    await expectCode(db.registry.catalogPage(WALK_TENANT, { limit: 1.5 }), "invalid");
+    await expectRefusal(catalogPage(db.registry, WALK_TENANT, { limit: 1.5 }), "invalid");
   });
 
   it("recounts the total when a cursor comes back with other filters or from another tenant", async () => {
-    const first = await db.registry.catalogPage(WALK_TENANT, { limit: 10 });
+    const first = await catalogPage(db.registry, WALK_TENANT, { limit: 10 });
     const cursor = first.next_cursor!;
-    const filtered = await db.registry.catalogPage(WALK_TENANT, { limit: 10, q: "walk.02", cursor });
+    const filtered = await catalogPage(db.registry, WALK_TENANT, { limit: 10, q: "walk.02", cursor });
     expect(filtered.total).toBe(100);
     expect(idsOf(filtered)).toEqual(walkCaps.slice(200, 210));
-    const neighbour = await db.registry.catalogPage("tenant-walk-other", { limit: 3, cursor });
+    const neighbour = await catalogPage(db.registry, "tenant-walk-other", { limit: 3, cursor });
     expect(neighbour.total).toBe(walkCaps.filter((_, n) => n % 7 === 0).length);
     expect(idsOf(neighbour)).toEqual(["cap:walk.0014", "cap:walk.0021", "cap:walk.0028"]);
-    expect((await db.registry.catalogPage(WALK_TENANT, { limit: 10, cursor })).total).toBe(300);
+    expect((await catalogPage(db.registry, WALK_TENANT, { limit: 10, cursor })).total).toBe(300);
   });
 });
 
@@ -97,33 +108,33 @@ describe("byte-bounded pages", () => {
   });
 
   it("measures each definition by its canonical JSON, as the page reports it", async () => {
-    const page = await db.registry.catalogPage(tenant, {});
+    const page = await catalogPage(db.registry, tenant, {});
     expect(page.capabilities.map((d) => Buffer.byteLength(canonicalize(d)!, "utf8"))).toEqual(sizes);
     expect(page.page_bytes).toBe(sizes.reduce((a, b) => a + b, 0));
   });
 
   it("stops a page before the next definition would exceed max_bytes", async () => {
     const [a, b, c] = sizes as [number, number, number, number];
-    const exact = await db.registry.catalogPage(tenant, { max_bytes: a + b });
+    const exact = await catalogPage(db.registry, tenant, { max_bytes: a + b });
     expect(exact).toMatchObject({ page_bytes: a + b, total: 4 });
     expect(idsOf(exact)).toEqual(["cap:bytes.0", "cap:bytes.1"]);
-    const short = await db.registry.catalogPage(tenant, { max_bytes: a + b - 1 });
+    const short = await catalogPage(db.registry, tenant, { max_bytes: a + b - 1 });
     expect(idsOf(short)).toEqual(["cap:bytes.0"]);
     expect(short.page_bytes).toBe(a);
     // The walk continues where the byte bound stopped it, with the same budget.
-    const next = await db.registry.catalogPage(tenant, { max_bytes: a + b - 1, cursor: short.next_cursor! });
+    const next = await catalogPage(db.registry, tenant, { max_bytes: a + b - 1, cursor: short.next_cursor! });
     expect(idsOf(next)).toEqual(["cap:bytes.1"]);
-    const rest = await db.registry.catalogPage(tenant, { max_bytes: c + 2600, cursor: next.next_cursor! });
+    const rest = await catalogPage(db.registry, tenant, { max_bytes: c + 2600, cursor: next.next_cursor! });
     expect(idsOf(rest)).toEqual(["cap:bytes.2"]);
   });
 
   it("refuses a max_bytes smaller than the next definition, and a non-positive one; clamps a huge one to 4 MiB", async () => {
-    const error = await expectCode(db.registry.catalogPage(tenant, { max_bytes: sizes[0]! - 1 }), "invalid");
+    const error = await expectRefusal(catalogPage(db.registry, tenant, { max_bytes: sizes[0]! - 1 }), "invalid");
     expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "max_bytes" })]);
-    const first = await db.registry.catalogPage(tenant, { limit: 1 });
-    await expectCode(db.registry.catalogPage(tenant, { max_bytes: sizes[1]! - 1, cursor: first.next_cursor! }), "invalid");
-    await expectCode(db.registry.catalogPage(tenant, { max_bytes: 0 }), "invalid");
-    expect((await db.registry.catalogPage(tenant, { max_bytes: 2 ** 50 })).capabilities).toHaveLength(4);
+    const first = await catalogPage(db.registry, tenant, { limit: 1 });
+    await expectRefusal(catalogPage(db.registry, tenant, { max_bytes: sizes[1]! - 1, cursor: first.next_cursor! }), "invalid");
+    await expectRefusal(catalogPage(db.registry, tenant, { max_bytes: 0 }), "invalid");
+    expect((await catalogPage(db.registry, tenant, { max_bytes: 2 ** 50 })).capabilities).toHaveLength(4);
   });
 
   it("refuses at admission a definition larger than 256 KiB, to the byte", async () => {
@@ -147,7 +158,7 @@ describe("byte-bounded pages", () => {
     const fits = 262_144 - (await definitionBytes(0));
     expect(await definitionBytes(fits)).toBe(262_144);
     await db.registry.publish([connectorType("ctype_huge")]);
-    const refused = await expectCode(
+    const refused = await expectRefusal(
       db.registry.publish([await version("cver_huge_1", "ctype_huge", [{ id: "cap:bytes.huge", description: "h".repeat(fits + 1) }])]),
       "admission",
     );
@@ -165,7 +176,7 @@ describe("the cursor", () => {
     });
     const replicaId = fleet.replicas[0]!;
     const revision = await catalogRevision(db.owner);
-    const first = await db.registry.catalogPage("tenant-cur", { limit: 1 });
+    const first = await catalogPage(db.registry, "tenant-cur", { limit: 1 });
     expect(first.catalog_revision).toBe(revision);
 
     // Host churn: heartbeat with another TTL, drain, offline and register again (new leases), a
@@ -190,7 +201,7 @@ describe("the cursor", () => {
     await db.registry.publish([connectorType(fleet.typeId)]);
     expect(await catalogRevision(db.owner)).toBe(revision);
 
-    const second = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: first.next_cursor! });
+    const second = await catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: first.next_cursor! });
     expect(second).toMatchObject({ catalog_revision: revision, total: 4 });
     expect(idsOf(second)).toEqual(["cap:cur.b"]);
 
@@ -199,29 +210,29 @@ describe("the cursor", () => {
     await db.registry.publish([policy("quota:cursor-test")]);
     await db.registry.publish([binding("tenant-walk-other", walkCaps[1]!, "cinst_walk_other")]);
     expect(await catalogRevision(db.owner)).toBe(revision + 2);
-    const third = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! });
+    const third = await catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: second.next_cursor! });
     expect(third).toMatchObject({ catalog_revision: revision, total: 4 });
     expect(idsOf(third)).toEqual(["cap:cur.c"]);
 
     // A publication that reaches it through a shared record: revoking its version's qualification.
     await db.registry.publish([{ op: "set_version_qualification", id: fleet.versionId, supply_chain_qualified: false, reason: "test" }]);
-    const stale = await expectCode(db.registry.catalogPage("tenant-cur", { limit: 1, cursor: third.next_cursor! }), "stale-cursor");
+    const stale = await expectRefusal(catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: third.next_cursor! }), "stale-cursor");
     expect(stale.extensions).toEqual({ cursor_revision: revision, catalog_revision: revision + 3 });
     // Restarting from the first page works, at the tenant's new revision.
-    expect(await db.registry.catalogPage("tenant-cur", { limit: 1 })).toMatchObject({ catalog_revision: revision + 3, total: 0, capabilities: [] });
+    expect(await catalogPage(db.registry, "tenant-cur", { limit: 1 })).toMatchObject({ catalog_revision: revision + 3, total: 0, capabilities: [] });
   });
 
   it("is valid from any revision since the tenant's last change, and stale from before it or from a revision not yet published", async () => {
-    const good = (await db.registry.catalogPage(WALK_TENANT, { limit: 2 })).next_cursor!;
+    const good = (await catalogPage(db.registry, WALK_TENANT, { limit: 2 })).next_cursor!;
     const tenantRevision = Number(good.split(":")[0]);
     const global = await catalogRevision(db.owner);
     expect(global).toBeGreaterThan(tenantRevision);
     const rest = good.slice(good.indexOf(":") + 1);
     for (const from of [tenantRevision, tenantRevision + 1, global]) {
-      expect(idsOf(await db.registry.catalogPage(WALK_TENANT, { limit: 1, cursor: `${from}:${rest}` }))).toEqual(["cap:walk.0002"]);
+      expect(idsOf(await catalogPage(db.registry, WALK_TENANT, { limit: 1, cursor: `${from}:${rest}` }))).toEqual(["cap:walk.0002"]);
     }
     for (const from of [tenantRevision - 1, global + 1]) {
-      expect((await expectCode(db.registry.catalogPage(WALK_TENANT, { cursor: `${from}:${rest}` }), "stale-cursor")).extensions).toEqual({
+      expect((await expectRefusal(catalogPage(db.registry, WALK_TENANT, { cursor: `${from}:${rest}` }), "stale-cursor")).extensions).toEqual({
         cursor_revision: from,
         catalog_revision: tenantRevision,
       });
@@ -229,7 +240,7 @@ describe("the cursor", () => {
   });
 
   it("refuses malformed cursors as invalid, and revisions outside the current content as stale", async () => {
-    const good = (await db.registry.catalogPage(WALK_TENANT, { limit: 2 })).next_cursor!;
+    const good = (await catalogPage(db.registry, WALK_TENANT, { limit: 2 })).next_cursor!;
     const revision = Number(good.split(":")[0]);
     const [, total, fingerprint] = good.split(":");
     const malformed = [
@@ -252,13 +263,13 @@ describe("the cursor", () => {
     ];
     // Independent calls, in parallel: each refusal costs the pool its connection (see src/db/pg.ts).
     await Promise.all([
-      ...malformed.map((cursor) => expectCode(db.registry.catalogPage(WALK_TENANT, { cursor }), "invalid")),
+      ...malformed.map((cursor) => expectRefusal(catalogPage(db.registry, WALK_TENANT, { cursor }), "invalid")),
       ...[revision - 1, (await catalogRevision(db.owner)) + 1, 0].map((other) =>
-        expectCode(db.registry.catalogPage(WALK_TENANT, { cursor: `${other}:${good.slice(good.indexOf(":") + 1)}` }), "stale-cursor"),
+        expectRefusal(catalogPage(db.registry, WALK_TENANT, { cursor: `${other}:${good.slice(good.indexOf(":") + 1)}` }), "stale-cursor"),
       ),
     ]);
     // Capability IDs may contain ':' themselves; everything after the third ':' is the ID.
-    const page = await db.registry.catalogPage(WALK_TENANT, { limit: 2, cursor: `${revision}:${total}:${fingerprint}:cap:walk.0100` });
+    const page = await catalogPage(db.registry, WALK_TENANT, { limit: 2, cursor: `${revision}:${total}:${fingerprint}:cap:walk.0100` });
     expect(idsOf(page)).toEqual(["cap:walk.0101", "cap:walk.0102"]);
   });
 });

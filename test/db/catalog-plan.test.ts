@@ -7,22 +7,21 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { capturePlans, fleetCapability, fleetTenant, fleetVisible, seedCatalogFleet, tenantWalk } from "../support/catalog.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let session: pg.Client;
 const tenant = fleetTenant(42);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await seedCatalogFleet(db.owner);
   session = new pg.Client({ connectionString: db.ownerUrl });
   await session.connect();
 }, 120_000);
 afterAll(async () => {
   await session?.end();
-  await db?.close();
 });
 
 const FORBIDDEN = /Seq Scan on (aip_capability_bindings|aip_connector_instances|aip_catalog_entries)\b/;
@@ -40,8 +39,8 @@ describe("catalog query plans at fleet scale", () => {
   });
 
   it("uses indexes for first and deep pages, with and without filters, and for single reads", async () => {
-    const first = await db.registry.catalogPage(tenant, { limit: 50 });
-    const deepCursor = (await db.registry.catalogPage(tenant, { limit: 50, cursor: first.next_cursor!.replace(/cap:fleet\.\d+$/, fleetCapability(900)) }))
+    const first = await catalogPage(db.registry, tenant, { limit: 50 });
+    const deepCursor = (await catalogPage(db.registry, tenant, { limit: 50, cursor: first.next_cursor!.replace(/cap:fleet\.\d+$/, fleetCapability(900)) }))
       .next_cursor!;
     const calls: [string, string, unknown[]][] = [
       ["first page", "SELECT aip_catalog_page($1, $2)", [tenant, { limit: 50 }]],

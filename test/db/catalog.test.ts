@@ -2,17 +2,15 @@
  * The tenant catalog through the SQL functions, under the runtime roles: who sees what (the
  * complete visibility chain, tenant isolation, internal reads) and the filters.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { ANY_REVISION } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { catalogRevision, expectCode, idsOf } from "../support/catalog.js";
-import { binding, connectorType, instance, version, type CapabilitySpec } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { idsOf } from "../support/catalog.js";
+import { binding, connectorType, instance, version, type CapabilitySpec } from "../../fixtures/records.js";
+import { catalogRevision, expectRefusal } from "../support/assertions.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 interface Chain {
   tenant: string;
@@ -41,10 +39,10 @@ async function chain(prefix: string, options: { caps?: (string | CapabilitySpec)
 
 /** What the tenant sees: its page (IDs and total) and, per capability asked, the single read. */
 async function view(tenant: string | null, caps: string[] = [], query: Record<string, unknown> = {}) {
-  const page = await db.registry.catalogPage(tenant, query);
+  const page = await catalogPage(db.registry, tenant, query);
   const gets: Record<string, boolean> = {};
   for (const cap of caps) {
-    const entry = await db.registry.catalogGet(tenant, cap);
+    const entry = await catalogGet(db.registry, tenant, cap);
     expect(entry.catalog_revision).toBe(page.catalog_revision);
     gets[cap] = entry.definition !== null;
   }
@@ -85,18 +83,18 @@ describe("tenant isolation", () => {
     const a = await chain("iso_none");
     const revision = await catalogRevision(db.owner);
     for (const tenant of [null, "", "   "]) {
-      const page = await db.registry.catalogPage(tenant, {});
+      const page = await catalogPage(db.registry, tenant, {});
       expect(page).toEqual({ catalog_revision: 0, capabilities: [], next_cursor: null, total: 0, page_bytes: 0 });
-      expect(await db.registry.catalogGet(tenant, a.caps[0]!)).toEqual({ catalog_revision: 0, definition: null });
+      expect(await catalogGet(db.registry, tenant, a.caps[0]!)).toEqual({ catalog_revision: 0, definition: null });
     }
     // It still checks the cursor it is given.
-    await expectCode(db.registry.catalogPage(null, { cursor: "nonsense" }), "invalid");
-    await expectCode(db.registry.catalogPage(null, { cursor: `${revision + 1}:0:0000000000000000:cap:x` }), "stale-cursor");
+    await expectRefusal(catalogPage(db.registry, null, { cursor: "nonsense" }), "invalid");
+    await expectRefusal(catalogPage(db.registry, null, { cursor: `${revision + 1}:0:0000000000000000:cap:x` }), "stale-cursor");
   });
 
   it("the publication refuses a binding to another tenant's instance", async () => {
     const a = await chain("iso_cross");
-    await expectCode(db.registry.publish([binding("tenant-iso-intruder", a.caps[0]!, a.instanceId)]), "invalid");
+    await expectRefusal(db.registry.publish([binding("tenant-iso-intruder", a.caps[0]!, a.instanceId)]), "invalid");
     expect((await view("tenant-iso-intruder", a.caps)).gets).toEqual(all(a.caps, false));
   });
 });
@@ -140,7 +138,7 @@ describe("each broken link of the chain hides the capability", () => {
     const c = await chain("link_revoked");
     await db.registry.publish([{ op: "set_version_status", id: c.versionId, status: "revoked" }]);
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [], total: 0, gets: all(c.caps, false) });
-    await expectCode(db.registry.publish([{ op: "set_version_status", id: c.versionId, status: "active" }]), "conflict");
+    await expectRefusal(db.registry.publish([{ op: "set_version_status", id: c.versionId, status: "active" }]), "conflict");
     expect((await view(c.tenant)).ids).toEqual([]);
   });
 
@@ -166,7 +164,7 @@ describe("each broken link of the chain hides the capability", () => {
     await db.registry.publish([await version("cver_link_impl_2", c.typeId, [y]), binding(c.tenant, x, c.instanceId, { enabled: false, policy_revision: 2 })]);
     // The rollout is allowed because x's binding is disabled; re-enabling it is then refused.
     await db.registry.publish([instance(c.instanceId, c.typeId, "cver_link_impl_2", c.tenant, 2)]);
-    await expectCode(db.registry.publish([binding(c.tenant, x, c.instanceId, { enabled: true, policy_revision: 3 })]), "invalid");
+    await expectRefusal(db.registry.publish([binding(c.tenant, x, c.instanceId, { enabled: true, policy_revision: 3 })]), "invalid");
     expect(await view(c.tenant, c.caps)).toMatchObject({ ids: [y], total: 1, gets: { [x]: false, [y]: true } });
 
     // Enabled behind the publication's back, the binding is still hidden: only the version link is
@@ -205,7 +203,7 @@ describe("filters are evaluated server-side", () => {
     const caps = ["cap:lit.a_c", "cap:lit.abc", "cap:lit.a%c", "cap:lit.axxc", "cap:lit.a\\c"];
     const c = await chain("lit", { caps: [...caps, { id: "cap:lit.crm", name: "Contacts", description: "Finds CONTACTS in the CRM" }] });
     const search = async (q: string) => {
-      const page = await db.registry.catalogPage(c.tenant, { q });
+      const page = await catalogPage(db.registry, c.tenant, { q });
       expect(page.total).toBe(page.capabilities.length);
       return idsOf(page);
     };
@@ -219,7 +217,7 @@ describe("filters are evaluated server-side", () => {
     expect(await search("lit.a")).toEqual(["cap:lit.a%c", "cap:lit.a\\c", "cap:lit.a_c", "cap:lit.abc", "cap:lit.axxc"].sort(byDatabase));
     expect(await search("   ")).toHaveLength(6);
     expect(await search("no such text")).toEqual([]);
-    await expectCode(db.registry.catalogPage(c.tenant, { q: "x".repeat(513) }), "invalid");
+    await expectRefusal(catalogPage(db.registry, c.tenant, { q: "x".repeat(513) }), "invalid");
   });
 
   it("exact capability_id: that one capability when visible, nothing otherwise", async () => {
@@ -254,7 +252,7 @@ describe("internal administrative reads", () => {
     // What a tenant sees, through the control role; and the tenant wins over unbound.
     for (const flag of [false, true]) {
       const page = await db.registry.adminCatalogPage(bound.tenant, flag, {});
-      expect(page).toEqual(await db.registry.catalogPage(bound.tenant, {}));
+      expect(page).toEqual(await catalogPage(db.registry, bound.tenant, {}));
     }
     expect(await db.registry.adminCatalogPage(null, false, { q: "adm_" })).toMatchObject({ capabilities: [], total: 0 });
   });

@@ -9,20 +9,21 @@
  * Each case holds the contended lock from a second session (the owner's) and releases it after.
  */
 import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { RETRY_AFTER_MS } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, replica } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType, replica } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
 import { lifecycle, provisionFleet, replicaRow, waitForLeaseEnd } from "../support/replicas.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal } from "../support/assertions.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let fleet: RoutingFleet;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   fleet = await publishRoutingFleet(db.registry, {
     prefix: "busy",
     tenant: "tenant-busy",
@@ -37,7 +38,6 @@ beforeAll(async () => {
     ],
   });
 });
-afterAll(() => db?.close());
 
 /** Runs `body` while another session holds what `lock` takes, in an open transaction. */
 async function whileHeld<T>(lock: (holder: pg.PoolClient) => Promise<unknown>, body: () => Promise<T>): Promise<T> {
@@ -289,7 +289,7 @@ describe("settlement, lifecycle, lease expiry and publication", () => {
   it("any other lock wait that runs out (a catalog read behind a publication) is busy, not storage", async () => {
     const error = await whileHeld(
       (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtext(current_database()), 1095323715)"),
-      () => refusal(db.registry.catalogPage(fleet.tenant, {})),
+      () => refusal(catalogPage(db.registry, fleet.tenant, {})),
     );
     expect(error.code).toBe("busy");
     expect(error.extensions).toMatchObject({ sqlstate: "55P03", retry_after_ms: RETRY_AFTER_MS.later });

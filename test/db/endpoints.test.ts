@@ -5,23 +5,22 @@
  * whitespace, control characters or backslashes (which a parser would silently rewrite while the
  * route pins the string as given). Both layers give the same verdict on every case here.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { replicaEndpointProblem } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { createTestApi } from "../support/http.js";
-import { connectorType, instance, replica, version } from "../support/fleet.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { connectorType, instance, replica, version } from "../../fixtures/records.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 beforeAll(async () => {
-  db = await createTestDatabase();
   await db.registry.publish([
     connectorType("ctype_ep"),
     await version("cver_ep_1", "ctype_ep", ["cap:ep.run"]),
     instance("cinst_ep", "ctype_ep", "cver_ep_1", "tenant-ep"),
   ]);
 });
-afterAll(() => db?.close());
 
 let counter = 0;
 /** The database's verdict, past the HTTP schemas: null when it provisions the replica. */

@@ -6,7 +6,7 @@
  * raise a problem, or leak a private SQLSTATE of class AR, any other way.
  */
 import { readdirSync, readFileSync } from "node:fs";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import {
   DATABASE_PROBLEMS,
   fromDatabaseError,
@@ -15,13 +15,9 @@ import {
   REPLICA_BEHIND_SQLSTATE,
   type ProblemCode,
 } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 /** The error a statement fails with. */
 async function failure(text: string, params: unknown[] = []): Promise<{ code: string; message: string; detail?: string }> {

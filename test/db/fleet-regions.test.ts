@@ -2,15 +2,11 @@
  * aip_fleet_regions(): the fleet status counts per topology region, in label order, bounded,
  * summing to aip_fleet_status()'s totals.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, instance, registerReplica, replica, version } from "../support/fleet.js";
+import { expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType, instance, registerReplica, replica, version } from "../../fixtures/records.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 it("lists no region for an empty fleet", async () => {
   expect((await db.registry.fleetRegions()).regions).toEqual([]);

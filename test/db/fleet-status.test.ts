@@ -2,16 +2,13 @@
  * aip_fleet_status on a fleet whose every count is known: a database of its own, so the
  * aggregate is exact.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision, dbNowMs, lifecycle, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
+import { expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
+import { dbNowMs, lifecycle, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
+import { catalogRevision } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 const FIELDS = [
   "active_assignments",
@@ -71,7 +68,7 @@ it("counts replicas by status, live leases, open circuits, ready capacity and ac
   const after = await dbNowMs(db);
   expect(Object.keys(status).sort()).toEqual(FIELDS);
   expect(status).toEqual({
-    catalog_revision: await catalogRevision(db),
+    catalog_revision: await catalogRevision(db.owner),
     connector_types: 2,
     active_versions: 1,
     enabled_instances: 1,

@@ -3,16 +3,13 @@
  * runtime roles; corruption is done deliberately as the owner. Tests run in order on one database
  * and each leaves no expired live lease behind.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { counters, expectProblem, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
+import { useTestDatabase } from "../support/database.js";
+import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
+import { expectRefusal } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 /** The stored route row minus its bookkeeping: everything that names the destination. */
 async function routeRow(actionId: string) {
@@ -39,8 +36,8 @@ describe("lease expiry", () => {
     await waitForLeaseEnd(db, [a]);
     // No maintenance has run: the row still says ready, yet routing already refuses it.
     expect(await replicaRow(db, a)).toMatchObject({ status: "ready", active_assignments: 2 });
-    await expectProblem(db.registry.resolveRoute("act_exp_x_new", "tenant-x", fleet.capability), "replica-unavailable");
-    await expectProblem(db.registry.resolveRoute(onA[0]!.action_id, "tenant-x", fleet.capability), "replica-unavailable");
+    await expectRefusal(db.registry.resolveRoute("act_exp_x_new", "tenant-x", fleet.capability), "replica-unavailable");
+    await expectRefusal(db.registry.resolveRoute(onA[0]!.action_id, "tenant-x", fleet.capability), "replica-unavailable");
     expect((await db.registry.fleetStatus()).expired_leases).toBe(1);
 
     const before = await Promise.all(onA.map((r) => routeRow(r.action_id)));
@@ -137,7 +134,7 @@ describe("lease expiry", () => {
 
   it("refuses a batch limit outside [1, 10000]", async () => {
     for (const limit of [0, -1, 10_001]) {
-      const error = await expectProblem(db.registry.expireLeases(limit), "invalid");
+      const error = await expectRefusal(db.registry.expireLeases(limit), "invalid");
       expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "limit" })]);
     }
   });

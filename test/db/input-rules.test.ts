@@ -9,19 +9,15 @@
  * answers `invalid`. Lengths are UTF-8 bytes in both (octet_length), so the multi-byte cases
  * matter most.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "@hono/zod-openapi";
 import { fromDatabaseError } from "../../src/registry/errors.js";
 import { JSON_DEPTH_MAX, LEASE_TTL_MS, TEXT_BYTES } from "../../src/limits.js";
 import { boundedNesting, CatalogQuery, Change, Digest, LifecycleOperation, LifecycleRequest, ResolveRequest, SettlementOutcome } from "../../src/schemas.js";
 import { VERSION_STATUSES } from "../../src/vocabulary.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 /** True when the statement is not refused as invalid input (any other answer or refusal is fine). */
 async function sqlAccepts(text: string, params: unknown[]): Promise<boolean> {

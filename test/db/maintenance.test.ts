@@ -1,5 +1,5 @@
 /**
- * src/maintenance.ts and src/maintenance-timer.ts against the real database: a cycle's bounds (it
+ * src/maintenance/cycle.ts and src/maintenance/timer.ts against the real database: a cycle's bounds (it
  * stops at the first short batch and after maxBatches) and the deadline it reports; when the next
  * cycle is due; and the Node server's deadline timer, whose statements are counted on the wire by
  * the local Neon proxy's plain TCP path while a simulated clock runs through idle minutes: none
@@ -10,26 +10,24 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
-import { backoff, MAX_BACKOFF_MS, planNextCycle, runLeaseMaintenance, type MaintenanceCycle } from "../../src/maintenance.js";
-import { createMaintenanceTimer, jittered } from "../../src/maintenance-timer.js";
+import { backoff, MAX_BACKOFF_MS, planNextCycle, runLeaseMaintenance, type MaintenanceCycle } from "../../src/maintenance/cycle.js";
+import { createMaintenanceTimer, jittered } from "../../src/maintenance/timer.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 const pools: pg.Pool[] = [];
 beforeAll(async () => {
-  db = await createTestDatabase();
   const server = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: server.hostname, pgPort: Number(server.port || 5432), tcp: true });
 });
 afterAll(async () => {
   await Promise.all(pools.map((p) => p.end()));
   await proxy?.close();
-  await db?.close();
 });
 
 /** A registry of the data role whose every statement crosses the proxy, which counts and logs it. */

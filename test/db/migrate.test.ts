@@ -5,23 +5,19 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it, inject } from "vitest";
+import { afterAll, describe, expect, it, inject } from "vitest";
 import { MigrationError, migrate, type MigrationReport } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
 import { verifySchema } from "../../src/registry/schema-check.js";
 import { loadFunctionSet, loadMigrations } from "../../src/db/sql-files.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType } from "../../fixtures/records.js";
 import { databaseUrl } from "../support/server.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const emptyDatabases: string[] = [];
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
 afterAll(async () => {
-  await db?.close();
   const server = inject("pgServer");
   const admin = new pg.Client({ connectionString: server.adminUrl });
   await admin.connect();

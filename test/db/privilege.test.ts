@@ -12,19 +12,18 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
 
 const ROLES = { data: "aip_registry_data", control: "aip_registry_control" } as const;
 const LOGINS = { data: "aip_test_data", control: "aip_test_control" } as const;
 type Plane = keyof typeof ROLES;
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const clients = {} as Record<Plane, pg.Client>;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await publishSimpleFleet(db.registry, { prefix: "pv", tenants: ["tenant-pv"] });
   await db.registry.resolveRoute("act_pv_1", "tenant-pv", "cap:pv.search");
   clients.data = new pg.Client({ connectionString: db.dataUrl });
@@ -33,7 +32,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(Object.values(clients).map((c) => c.end().catch(() => {})));
-  await db?.close();
 });
 
 /** The SQLSTATE the statement fails with ('' when it succeeds), run in a transaction that is rolled back. */

@@ -3,22 +3,21 @@
  * malformed evidence (`invalid`) and duplicates (`conflict`). Every refusal leaves the database
  * untouched.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalDigest, schemaBundleDigest } from "../../src/canonical-json.js";
 import type { ProblemCode } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { attestation, capability, connectorType, version } from "../support/fleet.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { useTestDatabase } from "../support/database.js";
+import { attestation, capability, connectorType, version } from "../../fixtures/records.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const typeId = "ctype_adm";
 const OWNER = "org:acme";
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await db.registry.publish([connectorType(typeId, OWNER), { ...connectorType("ctype_adm_disabled", OWNER), enabled: false }]);
 });
-afterAll(() => db?.close());
 
 async function refuse(change: Record<string, unknown>, code: ProblemCode, message?: RegExp) {
   const before = await registryState(db.owner);

@@ -8,8 +8,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { migrate } from "../../src/db/migrate.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "../../src/db/pglite.js";
 import { Registry } from "../../src/registry/registry.js";
-import { connectorType, instance, version } from "../support/fleet.js";
-import { refusal } from "../support/registry-state.js";
+import { connectorType, instance, version } from "../../fixtures/records.js";
+import { refusal } from "../support/assertions.js";
 
 let db: Awaited<ReturnType<typeof openPglite>>;
 let registry: Registry;

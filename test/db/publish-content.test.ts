@@ -11,20 +11,19 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { beforeAll, describe, expect, inject, it } from "vitest";
 import { loadMigrations } from "../../src/db/sql-files.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, instance, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType, instance, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
 import { databaseUrl } from "../support/server.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 beforeAll(async () => {
-  db = await createTestDatabase();
   await db.registry.publish([connectorType("ctype_content")]);
 });
-afterAll(() => db?.close());
 
 const count = async (sql: string, params: unknown[] = []) => Number((await db.owner.query<{ n: string }>(sql, params)).rows[0]?.n);
 

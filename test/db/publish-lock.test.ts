@@ -11,15 +11,15 @@
  */
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { useTestDatabase } from "../support/database.js";
+import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../../fixtures/records.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let reader: pg.PoolClient;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await publishSimpleFleet(db.registry, { prefix: "plk" });
   reader = await db.owner.connect();
   await reader.query("BEGIN");
@@ -28,7 +28,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await reader?.query("ROLLBACK");
   reader?.release();
-  await db?.close();
 });
 
 /** A manifest of about `bytes` canonical bytes: one capability per 200 KiB of schema text. */

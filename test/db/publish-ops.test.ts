@@ -4,19 +4,15 @@
  * and the one dispatch (aip_pub_op, functions/20_publish.sql) must name the same ops, and every
  * applied change reports its outcome with the members that name its record and nothing internal.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { fromDatabaseError } from "../../src/registry/errors.js";
 import { Change } from "../../src/schemas.js";
 import { PUBLICATION_OPS } from "../../src/vocabulary.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision } from "../support/registry-state.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
+import { catalogRevision } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 /** The first field aip_pub_prepare refuses in a change that names only its op. */
 async function refusedField(change: Record<string, unknown>): Promise<string> {

@@ -3,16 +3,13 @@
  * catalog, none for an identical re-put or for replica provisioning alone, all or nothing on
  * failure (naming the failing change), and a dry run that reports without changing anything.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
-import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
+import { registryState } from "../support/registry-state.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 async function fleetBatch(prefix: string) {
   const typeId = `ctype_${prefix}`;

@@ -3,17 +3,14 @@
  * every refused one, called as the control role. A refusal must leave the database untouched
  * (every registry table and the catalog revision compared before and after).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { ProblemCode } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, policy, registerReplica, replica, version } from "../support/fleet.js";
-import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
+import { useTestDatabase } from "../support/database.js";
+import { attestation, binding, connectorType, instance, policy, registerReplica, replica, version } from "../../fixtures/records.js";
+import { registryState } from "../support/registry-state.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 type Change = Record<string, unknown>;
 

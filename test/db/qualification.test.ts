@@ -4,19 +4,17 @@
  * catalog, takes no new route, serves no retry and registers no replica, whatever its status.
  * Restoring it re-checks the stored evidence against today's rules.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType, hostPrincipal, registrationEvidence, replica, requestId, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
-import { catalogRevision, refusal, registryState } from "../support/registry-state.js";
-import { publishRoutingFleet, refused, type RoutingFleet } from "../support/routing-fleet.js";
+import { registryState } from "../support/registry-state.js";
+import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
+import { catalogRevision, refusal } from "../support/assertions.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 const qualify = (id: string, qualified: boolean, reason?: string) => ({
@@ -30,7 +28,7 @@ let actionCounter = 0;
 const newAction = () => `act_qual_${(++actionCounter).toString().padStart(5, "0")}`;
 const resolve = (fleet: RoutingFleet, actionId: string) => db.registry.resolveRoute(actionId, fleet.tenant, fleet.capability);
 const settle = (a: RouteAssignment) => db.registry.settleRoute(a.action_id, a.tenant_id, a, "completed");
-const visible = async (fleet: RoutingFleet) => (await db.registry.catalogPage(fleet.tenant, {})).capabilities.map((d) => d.capability.id);
+const visible = async (fleet: RoutingFleet) => (await catalogPage(db.registry, fleet.tenant, {})).capabilities.map((d) => d.capability.id);
 
 describe("admission", () => {
   it("stores qualification as the outcome of the evidence checks", async () => {
@@ -58,9 +56,9 @@ describe("revoking qualification", () => {
     });
 
     expect(await visible(fleet)).toEqual([]);
-    expect((await db.registry.catalogGet(fleet.tenant, fleet.capability)).definition).toBeNull();
-    expect((await refused(resolve(fleet, newAction()))).code).toBe("binding-unavailable");
-    expect((await refused(resolve(fleet, pinned.assignment.action_id))).code).toBe("replica-unavailable");
+    expect((await catalogGet(db.registry, fleet.tenant, fleet.capability)).definition).toBeNull();
+    expect((await refusal(resolve(fleet, newAction()))).code).toBe("binding-unavailable");
+    expect((await refusal(resolve(fleet, pinned.assignment.action_id))).code).toBe("replica-unavailable");
     expect((await db.registry.fleetStatus()).active_versions).toBe(activeBefore - 1);
 
     // The same flag again changes nothing and leaves the revision alone.
@@ -87,7 +85,7 @@ describe("revoking qualification", () => {
     });
     await db.registry.publish([qualify(fleet.versionId, false)]);
     const evidence = await registrationEvidence(db.registry, fleet.replica.r!);
-    const error = await refused(
+    const error = await refusal(
       db.registry.replicaLifecycle(fleet.replica.r!, "register", { request_id: requestId(), ...evidence }, hostPrincipal(fleet.replica.r!)),
     );
     expect(error.code).toBe("admission");

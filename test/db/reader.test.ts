@@ -3,13 +3,13 @@
  * and replicas, scoped by the caller's verified tenant and peer principal, never a credential or
  * configuration reference. Called as the data role, as the HTTP route does.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { ReaderKind } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, version } from "../support/fleet.js";
-import { refusal } from "../support/registry-state.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, hostPrincipal, instance, registerReplica, replica, version } from "../../fixtures/records.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const TYPE = "ctype_rd";
 const V1 = "cver_rd_1";
 const V2 = "cver_rd_2";
@@ -20,7 +20,6 @@ const REPLICA_A = "crepl_rd_a";
 const REPLICA_B = "crepl_rd_b";
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await db.registry.publish([
     connectorType(TYPE),
     await version(V1, TYPE, ["cap:rd.run"]),
@@ -34,7 +33,6 @@ beforeAll(async () => {
   ]);
   await registerReplica(db.registry, REPLICA_A);
 });
-afterAll(() => db?.close());
 
 const read = (kind: ReaderKind, id: string, tenantId: string | null = null, peerPrincipalId: string | null = null) =>
   db.registry.registryRead(kind, id, { tenantId, peerPrincipalId });

@@ -3,18 +3,15 @@
  * lower-priority binding, zonal failover inside a residency constraint, and revocation. In each,
  * new actions follow the fleet while pinned routes never move.
  */
-import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { afterEach, expect, it } from "vitest";
 import type { TopologyPreference } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
-import { publishRoutingFleet, refused, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { publishRoutingFleet, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 let actionCounter = 0;

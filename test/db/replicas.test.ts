@@ -3,30 +3,27 @@
  * fences, database-clock leases, replay, takeover, the rollout-version rule, draining, offline
  * settlement, and independence from the catalog revision.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { hostPrincipal, instance, publishSimpleFleet, registrationEvidence, replica, requestId, version, WELL_FORMED_EVIDENCE } from "../support/fleet.js";
+import { describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 import {
-  catalogRevision,
-  counters,
-  dbNowMs,
-  expectProblem,
-  lifecycle,
-  provisionFleet,
-  replicaRow,
-  shortenLeases,
-  waitForLeaseEnd,
-} from "../support/replicas.js";
+  hostPrincipal,
+  instance,
+  publishSimpleFleet,
+  registrationEvidence,
+  replica,
+  requestId,
+  version,
+  WELL_FORMED_EVIDENCE,
+} from "../../fixtures/records.js";
+import { counters, dbNowMs, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
+import { catalogRevision, expectRefusal } from "../support/assertions.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 describe("register", () => {
   it("accepts only provisioned replicas", async () => {
-    const error = await expectProblem(lifecycle(db.registry, "crepl_never_provisioned", "register", WELL_FORMED_EVIDENCE), "not-found");
+    const error = await expectRefusal(lifecycle(db.registry, "crepl_never_provisioned", "register", WELL_FORMED_EVIDENCE), "not-found");
     expect(error.message).toContain("crepl_never_provisioned");
   });
 
@@ -49,7 +46,7 @@ describe("register", () => {
     const fleet = await provisionFleet(db.registry, { prefix: "ttl" });
     const id = fleet.replicas[0]!;
     for (const bad of [999, 300_001, 0, -1, 1500.5]) {
-      const error = await expectProblem(lifecycle(db.registry, id, "register", { lease_ttl_ms: bad }), "invalid");
+      const error = await expectRefusal(lifecycle(db.registry, id, "register", { lease_ttl_ms: bad }), "invalid");
       expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "lease_ttl_ms" })]);
     }
     expect((await replicaRow(db, id)).health_revision).toBe(0);
@@ -75,7 +72,7 @@ describe("register", () => {
     const tenant = fleet.tenants[0]!;
     // The version is demoted: no replica of it may register.
     await db.registry.publish([{ op: "set_version_status", id: fleet.versionId, status: "admitted" }]);
-    const demoted = await expectProblem(lifecycle(db.registry, oldReplica, "register"), "admission");
+    const demoted = await expectRefusal(lifecycle(db.registry, oldReplica, "register"), "admission");
     expect(demoted.extensions).toMatchObject({ replica_id: oldReplica, version_id: fleet.versionId });
     await db.registry.publish([{ op: "set_version_status", id: fleet.versionId, status: "active" }]);
     await lifecycle(db.registry, oldReplica, "register");
@@ -85,8 +82,8 @@ describe("register", () => {
       await version("cver_roll_2", fleet.typeId, [fleet.capability]),
       instance(tenant.instanceId, fleet.typeId, "cver_roll_2", tenant.tenant, 2),
     ]);
-    await expectProblem(lifecycle(db.registry, oldReplica, "register"), "admission");
-    await expectProblem(lifecycle(db.registry, oldReplica, "register", { previous_sequence: sequence }), "admission");
+    await expectRefusal(lifecycle(db.registry, oldReplica, "register"), "admission");
+    await expectRefusal(lifecycle(db.registry, oldReplica, "register", { previous_sequence: sequence }), "admission");
     expect(await replicaRow(db, oldReplica)).toMatchObject({ status: "offline", health_revision: sequence });
   });
 
@@ -95,12 +92,12 @@ describe("register", () => {
     const id = fleet.replicas[0]!;
     const tenant = fleet.tenants[0]!;
     await db.registry.publish([instance(tenant.instanceId, fleet.typeId, fleet.versionId, tenant.tenant, 2, { status: "disabled" })]);
-    const disabledInstance = await expectProblem(lifecycle(db.registry, id, "register"), "admission");
+    const disabledInstance = await expectRefusal(lifecycle(db.registry, id, "register"), "admission");
     expect(disabledInstance.message).toMatch(/instance .* is disabled/);
     expect(disabledInstance.extensions).toMatchObject({ replica_id: id, version_id: fleet.versionId });
     await db.registry.publish([instance(tenant.instanceId, fleet.typeId, fleet.versionId, tenant.tenant, 3)]);
     await db.registry.publish([{ op: "set_connector_type_enabled", id: fleet.typeId, enabled: false }]);
-    expect((await expectProblem(lifecycle(db.registry, id, "register"), "admission")).message).toMatch(/connector type .* is disabled/);
+    expect((await expectRefusal(lifecycle(db.registry, id, "register"), "admission")).message).toMatch(/connector type .* is disabled/);
     // Refused registrations consume nothing and move nothing.
     expect(await replicaRow(db, id)).toMatchObject({ status: "offline", health_revision: 0 });
     await db.registry.publish([{ op: "set_connector_type_enabled", id: fleet.typeId, enabled: true }]);
@@ -114,7 +111,7 @@ describe("transitions and fences", () => {
     const id = fleet.replicas[0]!;
     await lifecycle(db.registry, id, "register");
     for (const operation of ["heartbeat", "drain", "offline"] as const) {
-      const error = await expectProblem(lifecycle(db.registry, id, operation), "invalid");
+      const error = await expectRefusal(lifecycle(db.registry, id, operation), "invalid");
       expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "previous_sequence" })]);
     }
     expect(await replicaRow(db, id)).toMatchObject({ status: "ready", health_revision: 1 });
@@ -132,7 +129,7 @@ describe("transitions and fences", () => {
 
     for (const operation of ["heartbeat", "drain", "offline", "register"] as const) {
       for (const stale of [1, 3]) {
-        const error = await expectProblem(lifecycle(db.registry, id, operation, { previous_sequence: stale }), "conflict");
+        const error = await expectRefusal(lifecycle(db.registry, id, operation, { previous_sequence: stale }), "conflict");
         expect(error.extensions).toMatchObject({ replica_id: id, sequence: 2 });
       }
     }
@@ -155,7 +152,7 @@ describe("transitions and fences", () => {
 
     // No live lease: heartbeat and drain are refused (carrying the sequence); register starts over.
     for (const operation of ["heartbeat", "drain"] as const) {
-      const error = await expectProblem(lifecycle(db.registry, id, operation, { previous_sequence: 6 }), "conflict");
+      const error = await expectRefusal(lifecycle(db.registry, id, operation, { previous_sequence: 6 }), "conflict");
       expect(error.extensions).toMatchObject({ replica_status: "offline", sequence: 6 });
     }
     expect(await lifecycle(db.registry, id, "register")).toMatchObject({ status: "ready", sequence: 7 });
@@ -190,11 +187,11 @@ describe("replay", () => {
     const evidence = await registrationEvidence(db.registry, id);
     const register = { request_id: requestId(), lease_ttl_ms: 20_000, ...evidence };
     await db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id));
-    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, lease_ttl_ms: 25_000 }, hostPrincipal(id)), "conflict");
-    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, previous_sequence: 1 }, hostPrincipal(id)), "conflict");
+    await expectRefusal(db.registry.replicaLifecycle(id, "register", { ...register, lease_ttl_ms: 25_000 }, hostPrincipal(id)), "conflict");
+    await expectRefusal(db.registry.replicaLifecycle(id, "register", { ...register, previous_sequence: 1 }, hostPrincipal(id)), "conflict");
     // The evidence is part of the payload: the same request_id stating other evidence is a reuse.
-    await expectProblem(db.registry.replicaLifecycle(id, "register", { ...register, capability_count: 2 }, hostPrincipal(id)), "conflict");
-    const asHeartbeat = await expectProblem(
+    await expectRefusal(db.registry.replicaLifecycle(id, "register", { ...register, capability_count: 2 }, hostPrincipal(id)), "conflict");
+    const asHeartbeat = await expectRefusal(
       db.registry.replicaLifecycle(id, "heartbeat", { request_id: register.request_id, lease_ttl_ms: 20_000, previous_sequence: 1 }, hostPrincipal(id)),
       "conflict",
     );
@@ -204,7 +201,7 @@ describe("replay", () => {
     const beat = { request_id: requestId(), previous_sequence: 1 };
     const first = await db.registry.replicaLifecycle(id, "heartbeat", beat, hostPrincipal(id));
     expect(await db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 30_000 }, hostPrincipal(id))).toEqual(first);
-    await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 10_000 }, hostPrincipal(id)), "conflict");
+    await expectRefusal(db.registry.replicaLifecycle(id, "heartbeat", { ...beat, lease_ttl_ms: 10_000 }, hostPrincipal(id)), "conflict");
     expect((await replicaRow(db, id)).health_revision).toBe(2);
   });
 });
@@ -222,7 +219,7 @@ describe("replay after the replica moved for another reason", () => {
     const expired = await replicaRow(db, id);
     expect(expired).toMatchObject({ status: "offline", health_revision: 2 });
     // The replay is no longer the replica's last request: the "ready" answer is never repeated.
-    const replay = await expectProblem(db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id)), "conflict");
+    const replay = await expectRefusal(db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id)), "conflict");
     expect(replay.extensions).toMatchObject({ replica_id: id, sequence: 2 });
     expect(await replicaRow(db, id)).toEqual(expired);
   });
@@ -236,7 +233,7 @@ describe("replay after the replica moved for another reason", () => {
     await db.registry.publish([replica(id, fleet.tenants[0]!.instanceId, fleet.versionId, { capacity: 8 })]);
     expect(await replicaRow(db, id)).toMatchObject({ health_revision: 3, capacity: 8 });
     // The heartbeat's answer named sequence 2; replayed now it is fenced like any stale request.
-    const replay = await expectProblem(db.registry.replicaLifecycle(id, "heartbeat", beat, hostPrincipal(id)), "conflict");
+    const replay = await expectRefusal(db.registry.replicaLifecycle(id, "heartbeat", beat, hostPrincipal(id)), "conflict");
     expect(replay.extensions).toMatchObject({ replica_id: id, sequence: 3 });
   });
 });
@@ -253,7 +250,7 @@ describe("superseded register requests", () => {
     expect(before).toMatchObject({ status: "offline", health_revision: 2 });
 
     // The first register arrives again (a retry delayed in the network): no longer the last request.
-    const stale = await expectProblem(db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id)), "conflict");
+    const stale = await expectRefusal(db.registry.replicaLifecycle(id, "register", register, hostPrincipal(id)), "conflict");
     expect(stale.message).toContain("already consumed");
     expect(stale.extensions).toMatchObject({ replica_id: id, sequence: 2 });
     expect(await replicaRow(db, id)).toEqual(before);
@@ -276,7 +273,7 @@ describe("superseded register requests", () => {
     // A register refused (live replica, no sequence) leaves its request_id unused: after the
     // replica goes offline the same request is a first registration.
     const refused = { ...shared, request_id: requestId() };
-    await expectProblem(db.registry.replicaLifecycle(a, "register", refused, hostPrincipal(a)), "conflict");
+    await expectRefusal(db.registry.replicaLifecycle(a, "register", refused, hostPrincipal(a)), "conflict");
     await db.registry.replicaLifecycle(a, "offline", { request_id: requestId(), previous_sequence: 1 }, hostPrincipal(a));
     expect(await db.registry.replicaLifecycle(a, "register", refused, hostPrincipal(a))).toMatchObject({ status: "ready", sequence: 3 });
   });
@@ -287,11 +284,11 @@ describe("takeover", () => {
     const fleet = await provisionFleet(db.registry, { prefix: "live" });
     const id = fleet.replicas[0]!;
     const first = await lifecycle(db.registry, id, "register");
-    const refused = await expectProblem(lifecycle(db.registry, id, "register"), "conflict");
+    const refused = await expectRefusal(lifecycle(db.registry, id, "register"), "conflict");
     expect(refused.extensions).toMatchObject({ replica_id: id, lease_expires_at: first.lease_expires_at });
-    await expectProblem(lifecycle(db.registry, id, "register", { previous_sequence: 0 }), "conflict");
+    await expectRefusal(lifecycle(db.registry, id, "register", { previous_sequence: 0 }), "conflict");
     const draining = await lifecycle(db.registry, id, "drain", { previous_sequence: 1 });
-    await expectProblem(lifecycle(db.registry, id, "register"), "conflict");
+    await expectRefusal(lifecycle(db.registry, id, "register"), "conflict");
     expect(await replicaRow(db, id)).toMatchObject({ status: "draining", health_revision: draining.sequence });
     await lifecycle(db.registry, id, "offline", { previous_sequence: draining.sequence });
     expect(await lifecycle(db.registry, id, "register")).toMatchObject({ status: "ready", sequence: draining.sequence + 2 });
@@ -345,13 +342,13 @@ describe.concurrent("leases that end (shortened to 1 s once the test needs them 
     const routes = [];
     for (const action of ["act_take_1", "act_take_2"]) routes.push((await db.registry.resolveRoute(action, tenant, fleet.capability)).assignment);
     expect(await replicaRow(db, id)).toMatchObject({ active_assignments: 2 });
-    await expectProblem(lifecycle(db.registry, id, "register"), "conflict");
+    await expectRefusal(lifecycle(db.registry, id, "register"), "conflict");
     const { sequence } = (await shortenLeases(db, [id]))[0]!;
 
     await waitForLeaseEnd(db, [id]);
     // An expired lease is never revived by heartbeat or drain, even with the right sequence.
     for (const operation of ["heartbeat", "drain"] as const) {
-      await expectProblem(lifecycle(db.registry, id, operation, { previous_sequence: sequence }), "conflict");
+      await expectRefusal(lifecycle(db.registry, id, operation, { previous_sequence: sequence }), "conflict");
     }
     const taken = await lifecycle(db.registry, id, "register");
     expect(taken).toMatchObject({ status: "ready", sequence: sequence + 1 });
@@ -373,7 +370,7 @@ describe.concurrent("leases that end (shortened to 1 s once the test needs them 
     await db.registry.settleRoute(pinned.action_id, "tenant-drain", pinned, "outcome_unknown");
     await lifecycle(db.registry, id, "drain", { previous_sequence: sequence, lease_ttl_ms: 60_000 });
 
-    const refused = await expectProblem(db.registry.resolveRoute("act_drain_new", "tenant-drain", fleet.capability), "replica-unavailable");
+    const refused = await expectRefusal(db.registry.resolveRoute("act_drain_new", "tenant-drain", fleet.capability), "replica-unavailable");
     expect(refused.extensions).toMatchObject({ instance_id: fleet.tenants[0]!.instanceId });
     const retry = await db.registry.resolveRoute("act_drain_pinned", "tenant-drain", fleet.capability);
     expect(retry).toEqual({ outcome: "reacquired", assignment: pinned });
@@ -384,7 +381,7 @@ describe.concurrent("leases that end (shortened to 1 s once the test needs them 
     // (a heartbeat keeps the replica draining while it shortens the lease).
     expect((await shortenLeases(db, [id]))[0]).toMatchObject({ status: "draining" });
     await waitForLeaseEnd(db, [id]);
-    await expectProblem(db.registry.resolveRoute("act_drain_pinned", "tenant-drain", fleet.capability), "replica-unavailable");
+    await expectRefusal(db.registry.resolveRoute("act_drain_pinned", "tenant-drain", fleet.capability), "replica-unavailable");
     expect(await db.registry.getRoute("act_drain_pinned", "tenant-drain")).toMatchObject({ reserved: false, assignment: pinned });
     expect(await replicaRow(db, id)).toMatchObject({ active_assignments: 0 });
   });
@@ -394,8 +391,8 @@ describe("catalog independence", () => {
   it("no lifecycle call or lease expiry moves the catalog revision, so a cursor stays valid between pages", async () => {
     const fleet = await publishSimpleFleet(db.registry, { prefix: "cur", tenants: ["tenant-cur"], capabilities: ["cap:cur.a", "cap:cur.b", "cap:cur.c"] });
     const id = fleet.replicas[0]!;
-    const revision = await catalogRevision(db);
-    const first = await db.registry.catalogPage("tenant-cur", { limit: 1 });
+    const revision = await catalogRevision(db.owner);
+    const first = await catalogPage(db.registry, "tenant-cur", { limit: 1 });
     expect(first.catalog_revision).toBe(revision);
     expect(first.next_cursor).not.toBeNull();
 
@@ -404,17 +401,17 @@ describe("catalog independence", () => {
     s = (await lifecycle(db.registry, id, "drain", { previous_sequence: s })).sequence;
     s = (await lifecycle(db.registry, id, "offline", { previous_sequence: s })).sequence;
     s = (await lifecycle(db.registry, id, "register", { lease_ttl_ms: 1000 })).sequence;
-    const second = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: first.next_cursor! });
+    const second = await catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: first.next_cursor! });
     expect(second.capabilities.map((d) => d.capability.id)).toEqual(["cap:cur.b"]);
 
     await waitForLeaseEnd(db, [id]);
     await db.registry.expireLeases(100);
-    expect(await catalogRevision(db)).toBe(revision);
-    const third = await db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! });
+    expect(await catalogRevision(db.owner)).toBe(revision);
+    const third = await catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: second.next_cursor! });
     expect(third.capabilities.map((d) => d.capability.id)).toEqual(["cap:cur.c"]);
 
     // The same cursor does go stale when the catalog itself changes: the check above can fail.
     await db.registry.publish([{ op: "set_connector_type_enabled", id: fleet.typeId, enabled: false }]);
-    await expectProblem(db.registry.catalogPage("tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
+    await expectRefusal(catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
   });
 });

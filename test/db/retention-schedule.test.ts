@@ -1,5 +1,5 @@
 /**
- * When route retention runs (src/route-retention.ts) against the real database: within lease
+ * When route retention runs (src/maintenance/route-retention.ts) against the real database: within lease
  * maintenance's cycles, at most once per pause and not before the oldest released route is due,
  * a backlog drained cycle after cycle; and the Node timer with it, every statement counted on the
  * wire by the local Neon proxy: an idle server still sends nothing once the start-up cycle has
@@ -9,23 +9,22 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
-import { planNextCycle } from "../../src/maintenance.js";
-import { createMaintenanceTimer } from "../../src/maintenance-timer.js";
+import { planNextCycle } from "../../src/maintenance/cycle.js";
+import { createMaintenanceTimer } from "../../src/maintenance/timer.js";
 import { ROUTE_RETENTION_PAUSE_MS } from "../../src/limits.js";
 import { Registry } from "../../src/registry/registry.js";
-import { RetentionSchedule, retentionSettings } from "../../src/route-retention.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { RetentionSchedule, retentionSettings } from "../../src/maintenance/route-retention.js";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { DAY_MS, settledDaysAgo } from "../support/retention.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 let fleet: RoutingFleet;
 const pools: pg.Pool[] = [];
 beforeAll(async () => {
-  db = await createTestDatabase();
   const server = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: server.hostname, pgPort: Number(server.port || 5432), tcp: true });
   fleet = await publishRoutingFleet(db.registry, {
@@ -37,7 +36,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(pools.map((p) => p.end()));
   await proxy?.close();
-  await db?.close();
 });
 
 /** A registry of the data role whose every statement crosses the proxy, which counts and logs it. */

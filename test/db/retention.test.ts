@@ -7,17 +7,17 @@
  * while a reacquisition is under way.
  */
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { actionMintedAt, DAY_MS, settledDaysAgo, stored, watermarks } from "../support/retention.js";
-import { counters, publishRoutingFleet, refused, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let fleet: RoutingFleet;
 beforeAll(async () => {
-  db = await createTestDatabase();
   fleet = await publishRoutingFleet(db.registry, {
     prefix: "ret",
     tenant: "tenant-ret",
@@ -25,7 +25,6 @@ beforeAll(async () => {
     instances: [{ name: "i", replicas: [{ name: "r", capacity: 1000 }] }],
   });
 });
-afterAll(() => db?.close());
 afterEach(() => expectHealthy(db.registry));
 
 let n = 0;

@@ -7,12 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pgExecutor } from "../../src/db/pg.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, publishSimpleFleet } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType, publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
-import { refusal, registryState } from "../support/registry-state.js";
+import { registryState } from "../support/registry-state.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let data: pg.Client;
 let control: pg.Client;
 
@@ -47,7 +48,6 @@ const DATA_FUNCTIONS = [
 ];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await publishSimpleFleet(db.registry);
   data = new pg.Client({ connectionString: db.dataUrl });
   control = new pg.Client({ connectionString: db.controlUrl });
@@ -55,7 +55,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all([data?.end(), control?.end()]);
-  await db?.close();
 });
 
 /** The SQLSTATE the statement fails with ('' when it succeeds). */
@@ -293,7 +292,7 @@ describe("a data-plane-only registry (no control credentials)", () => {
 
   it("is documented as it behaves: the invariant checker is the one admin operation a data-plane deployment serves", async () => {
     const { readFile } = await import("node:fs/promises");
-    for (const file of ["README.md", "docs/deploy.md", "src/config.ts", "src/worker.ts", "wrangler.toml"]) {
+    for (const file of ["README.md", "docs/deploy.md", "src/config.ts", "src/entry/worker.ts", "wrangler.toml"]) {
       const text = await readFile(new URL(`../../${file}`, import.meta.url), "utf8");
       expect(text, file).not.toMatch(/every `?\/v1\/admin\/\*`?/);
       expect(text, file).toContain("/v1/admin/invariants");

@@ -6,16 +6,15 @@
  * column.
  */
 import { getTableConfig } from "drizzle-orm/pg-core";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { routeAssignments } from "../../drizzle/schema.js";
 import { AdmissionScope, AdmissionSnapshot, RouteAssignment, Topology } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { publishRoutingFleet } from "../support/routing-fleet.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let record: Record<string, unknown>;
 beforeAll(async () => {
-  db = await createTestDatabase();
   // The implicit default policy: every limit but global and type set, a retry scope, and no
   // quota_policy_ref or credential_revision_ref (nullable members must still be present).
   const fleet = await publishRoutingFleet(db.registry, {
@@ -30,7 +29,6 @@ beforeAll(async () => {
   );
   record = rows[0]!.record;
 });
-afterAll(() => db?.close());
 
 const sorted = (keys: Iterable<string>) => [...keys].sort();
 

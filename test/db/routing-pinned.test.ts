@@ -3,18 +3,15 @@
  * as is, a retry after settlement reacquires the same replica (plus the tenant retry budget) or
  * fails, and nothing a publication or a host does afterwards moves it (reference-behaviour §6.1).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, instance, policy, replica, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, instance, policy, replica, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
-import { counters, publishRoutingFleet, refused, replicaState, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaState, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 let actionCounter = 0;

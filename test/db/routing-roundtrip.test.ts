@@ -12,18 +12,18 @@ import { pgExecutor } from "../../src/db/pg.js";
 import { configureNeonForLocalProxy, startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { RouteAssignment } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
-import { publishRoutingFleet, refused, type RoutingFleet } from "../support/routing-fleet.js";
+import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "../support/server.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 let wsPool: NeonPool;
 let fleet: RoutingFleet;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   const target = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: target.hostname, pgPort: Number(target.port || 5432) });
   configureNeonForLocalProxy(neonConfig, proxy);
@@ -45,7 +45,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await wsPool?.end();
   await proxy?.close();
-  await db?.close();
 });
 afterEach(() => expectHealthy(db.registry));
 
@@ -85,19 +84,19 @@ async function everyPath(registry: Registry, count: () => number): Promise<Recor
   expect((await measure("settle released", () => registry.settleRoute(actionId, tenant, a, "completed"))).released).toBe(true);
   expect((await measure("settle repeated", () => registry.settleRoute(actionId, tenant, a, "completed"))).released).toBe(false);
   expect((await measure("resolve reacquired", () => registry.resolveRoute(actionId, tenant, capability))).outcome).toBe("reacquired");
-  expect((await refused(measure("settle fence-lost", () => registry.settleRoute(actionId, tenant, { ...a, fence_token: "route_x" }, "completed")))).code).toBe(
+  expect((await refusal(measure("settle fence-lost", () => registry.settleRoute(actionId, tenant, { ...a, fence_token: "route_x" }, "completed")))).code).toBe(
     "fence-lost",
   );
-  expect((await refused(measure("resolve conflict", () => registry.resolveRoute(actionId, tenant, "cap:other")))).code).toBe("conflict");
-  expect((await refused(measure("resolve binding-unavailable", () => registry.resolveRoute(newAction(), tenant, "cap:other")))).code).toBe(
+  expect((await refusal(measure("resolve conflict", () => registry.resolveRoute(actionId, tenant, "cap:other")))).code).toBe("conflict");
+  expect((await refusal(measure("resolve binding-unavailable", () => registry.resolveRoute(newAction(), tenant, "cap:other")))).code).toBe(
     "binding-unavailable",
   );
   expect(
-    (await refused(measure("resolve replica-unavailable", () => registry.resolveRoute(newAction(), tenant, capability, { capacity_class: "none" })))).code,
+    (await refusal(measure("resolve replica-unavailable", () => registry.resolveRoute(newAction(), tenant, capability, { capacity_class: "none" })))).code,
   ).toBe("replica-unavailable");
   const held = [];
   for (let i = 0; i < 3; i++) held.push((await registry.resolveRoute(newAction(), tenant, capability, { zone: "zb" })).assignment);
-  expect((await refused(measure("resolve capacity-exceeded", () => registry.resolveRoute(newAction(), tenant, capability)))).code).toBe("capacity-exceeded");
+  expect((await refusal(measure("resolve capacity-exceeded", () => registry.resolveRoute(newAction(), tenant, capability)))).code).toBe("capacity-exceeded");
   // outcome_unknown opens the circuit (threshold 1): the circuit update is part of the one statement.
   expect((await measure("settle outcome_unknown", () => registry.settleRoute(actionId, tenant, a, "outcome_unknown"))).released).toBe(true);
   for (const h of held) await registry.settleRoute(h.action_id, tenant, h, "cancelled");

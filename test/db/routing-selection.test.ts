@@ -4,18 +4,15 @@
  * arranges every lower-ranked rule to favour the other candidate, so only the rule under test
  * can explain the choice.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { TopologyPreference } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, instance, policy, replica, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, instance, policy, replica, version } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
-import { counters, publishRoutingFleet, refused, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaTransition, routeCount, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 let actionCounter = 0;

@@ -11,10 +11,10 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, requestId, version } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
@@ -38,7 +38,7 @@ const SECRET_REF = "vault://tenants/tenant-sec/crm#rev-3";
 const CREDENTIAL_REF = "credential-revision-9";
 const CAPABILITY = "cap:sec.run";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let admin: string;
 let tenant: string;
@@ -46,7 +46,6 @@ let host: string;
 const tokensUsed: string[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   admin = await api.adminToken();
   tenant = await api.tenantToken(TENANT);
@@ -68,7 +67,6 @@ beforeAll(async () => {
   expect(published.status).toBe(200);
   await registerReplica(db.registry, "crepl_sec");
 });
-afterAll(() => db?.close());
 
 /** Every (table, column) whose value contains `needle`, over every row of every registry table. */
 async function whereStored(needle: string): Promise<string[]> {

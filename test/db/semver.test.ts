@@ -3,14 +3,10 @@
  * called as the owner (it is a helper, granted to no runtime role). Cases follow Cargo's
  * documented semantics for partial versions, wildcards and pre-release bounds.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 async function matches(requirement: string, version: string): Promise<boolean | null> {
   const { rows } = await db.owner.query<{ m: boolean | null }>("SELECT aip_semver_matches($1, $2) AS m", [requirement, version]);

@@ -2,18 +2,15 @@
  * Settlement: the fence check on the complete assignment, the one-time release of every counter
  * and the replica slot, idempotent repeats, and the replica circuit (reference-behaviour §6.2).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { policy } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { policy } from "../../fixtures/records.js";
 import { expectHealthy } from "../support/invariants.js";
-import { counters, publishRoutingFleet, refused, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
+import { refusal as refused } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 afterEach(() => expectHealthy(db.registry));
 
 let actionCounter = 0;

@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 it("publishes and resolves through the runtime roles", async () => {
   await publishSimpleFleet(db.registry);

@@ -2,13 +2,13 @@
  * The control-plane HTTP surface: publication (and its dry run) and the administrative readers,
  * including identifiers that need percent-encoding in a path.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, policy, replica, version } from "../support/fleet.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { attestation, binding, connectorType, instance, policy, replica, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let admin: string;
 
@@ -22,7 +22,6 @@ const TENANT = "tenant-admin";
 const CAPABILITIES = ["cap:admin/a", "cap:admin:b", "cap:admin.c", "cap:admin d", "cap:admin%e"];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   admin = await api.adminToken();
   const response = await api.call("POST", "/v1/admin/publications", {
@@ -42,7 +41,6 @@ beforeAll(async () => {
   });
   expect(response.status, await response.clone().text()).toBe(200);
 });
-afterAll(() => db?.close());
 
 const get = (path: string, token = admin) => api.call("GET", path, { token });
 

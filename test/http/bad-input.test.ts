@@ -4,26 +4,24 @@
  * request, however malformed, produces a 500.
  */
 import { SignJWT } from "jose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, instance, publishSimpleFleet, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType, instance, publishSimpleFleet, version } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { registryState, type RegistryState } from "../support/registry-state.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let admin: string;
 let before: RegistryState;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   admin = await api.adminToken();
   await publishSimpleFleet(db.registry);
   before = await registryState(db.owner);
 });
-afterAll(() => db?.close());
 
 const PUBLICATIONS = "/v1/admin/publications";
 

@@ -3,9 +3,9 @@
  * exactly 250,000 canonical bytes each. A page holds 16 of them (4,000,000 bytes; a 17th would
  * pass 4,194,304), and what goes over the wire stays within the bound plus the page envelope.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, version } from "../support/fleet.js";
+import { beforeAll, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 const SIZE = 250_000;
@@ -20,12 +20,11 @@ interface Page {
 }
 const ids = (page: Page) => page.capabilities.map((d) => d.capability.id);
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let token: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   // The canonical size of a definition grows one byte per description character.
   const { rows } = await db.owner.query<{ bytes: number }>(
@@ -55,7 +54,6 @@ beforeAll(async () => {
   ]);
   token = await api.tenantToken("tenant-big");
 }, 60_000);
-afterAll(() => db?.close());
 
 it("stops a default page before 4 MiB and continues on the next", async () => {
   const response = await api.call("GET", "/v1/catalog/capabilities", { token });

@@ -7,16 +7,17 @@
  * revision this process has not seen. Statements are counted at the executor the app's registry
  * uses, so "one statement" means one call reaching PostgreSQL.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const CAPS = ["cap:cc.a", "cap:cc.b", "cap:cc.c", "cap:cc.d", "cap:cc.e"];
 
 /** A data executor that counts the statements it sends. */
@@ -42,7 +43,6 @@ function cachedApi(options: { maxStalenessMs?: number; now?: () => number; share
 }
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await db.registry.publish([
     connectorType("ctype_cc"),
     await version("cver_cc", "ctype_cc", CAPS),
@@ -53,7 +53,6 @@ beforeAll(async () => {
     ...CAPS.filter((_, n) => n % 2 === 1).map((cap) => binding("tenant-cc-b", cap, "cinst_cc_b")),
   ]);
 });
-afterAll(() => db?.close());
 
 async function read(api: TestApi, token: string, path: string, headers: Record<string, string> = {}) {
   const response = await api.call("GET", path, { token, headers });
@@ -224,7 +223,7 @@ describe("with staleness allowed", () => {
     const old = await read(api, token, path);
     // Another process (here the database directly) serves a page of a newer revision.
     await db.registry.publish([binding("tenant-cc-a", "cap:cc.e", "cinst_cc_a", { enabled: true, policy_revision: 3 })]);
-    const newer = await db.registry.catalogPage("tenant-cc-a", { limit: 2 });
+    const newer = await catalogPage(db.registry, "tenant-cc-a", { limit: 2 });
     expect(newer.catalog_revision).toBeGreaterThan(JSON.parse(old.text).catalog_revision);
     now += 10;
     // Its cursor reaches this process: revalidated (a statement), answered at its revision.

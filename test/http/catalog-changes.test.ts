@@ -10,7 +10,7 @@ import type { SqlExecutor } from "../../src/db/executor.js";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
 let db: TestDatabase;

@@ -15,12 +15,14 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
+import { CatalogReplica } from "../../src/catalog/replica.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, version } from "../support/fleet.js";
+import { binding, connectorType, instance, version } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { embeddedPgCtl, startPrivateServer, type PrivateServer, type Standby } from "../support/private-server.js";
+import { catalogGet, catalogPage } from "../../fixtures/catalog-reads.js";
 
 const TENANT = "tenant-replica";
 const CAPS = Array.from({ length: 6 }, (_, n) => `cap:replica.${n}`);
@@ -61,9 +63,13 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
     ]);
     standby = await primary.startStandby();
     standbyPool = pool(standby.dataUrl);
+    const catalog = counting(pgExecutor(standbyPool), "standby");
     registry = new Registry({
       data: counting(pgExecutor(pool(primary.dataUrl)), "primary"),
-      catalog: counting(pgExecutor(standbyPool), "standby"),
+      catalog,
+      // A lag bound the paused standby stays within: these cases are about revisions a request
+      // names (test/http/catalog-replica-bounds.test.ts covers the lag bound and the floor).
+      catalogReplica: new CatalogReplica(catalog, { maxLagMs: 600_000 }),
     });
   }, 180_000);
 
@@ -79,9 +85,9 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
     const { rows } = await standbyPool.query<{ in_recovery: boolean }>("SELECT pg_is_in_recovery() AS in_recovery");
     expect(rows[0]!.in_recovery).toBe(true);
     reset();
-    const page = await registry.catalogPage(TENANT, { limit: 2 });
+    const page = await catalogPage(registry, TENANT, { limit: 2 });
     expect(page.capabilities.map((d) => (d.capability as { id: string }).id)).toEqual(CAPS.slice(0, 2));
-    expect(await registry.catalogGet(TENANT, CAPS[0]!)).toMatchObject({ definition: { capability: { id: CAPS[0] } } });
+    expect(await catalogGet(registry, TENANT, CAPS[0]!)).toMatchObject({ definition: { capability: { id: CAPS[0] } } });
     // Through the HTTP app with its cache: a miss, then a 304 validation, both on the standby.
     const api = createTestApi(registry, { catalog: { cache: new MemoryCatalogCache(1024 * 1024) } });
     const token = await api.tenantToken(TENANT);
@@ -94,7 +100,7 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
 
   it("never mixes revisions in a page while publications stream in", async () => {
     const expected = new Map<number, string[]>();
-    const start = await control.catalogPage(TENANT, { limit: 200 });
+    const start = await catalogPage(control, TENANT, { limit: 200 });
     expected.set(
       start.catalog_revision,
       start.capabilities.map((d) => (d.capability as { id: string }).id),
@@ -111,7 +117,7 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
         // Alternately add and disable bindings: each revision has its own visible set.
         const cap = CAPS[3 + (n % 3)]!;
         const result = await control.publish([binding(TENANT, cap, "cinst_replica", { enabled: n % 2 === 0, policy_revision: 2 + n })]);
-        const page = await control.catalogPage(TENANT, { limit: 200 });
+        const page = await catalogPage(control, TENANT, { limit: 200 });
         expect(page.catalog_revision).toBe(result.catalog_revision);
         expected.set(
           page.catalog_revision,
@@ -122,7 +128,7 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
     })();
     const reader = async () => {
       while (publishing) {
-        const page = await registry.catalogPage(TENANT, { limit: 200 });
+        const page = await catalogPage(registry, TENANT, { limit: 200 });
         seen.push({ revision: page.catalog_revision, ids: page.capabilities.map((d) => (d.capability as { id: string }).id), total: page.total });
       }
     };
@@ -139,19 +145,19 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
     await standby.catchUp();
     await standby.pauseReplay();
     try {
-      const before = await registry.catalogPage(TENANT, { limit: 1 });
+      const before = await catalogPage(registry, TENANT, { limit: 1 });
       const published = await control.publish([binding(TENANT, CAPS[0]!, "cinst_replica", { enabled: false, policy_revision: 100 })]);
       expect(published.catalog_revision).toBe(before.catalog_revision + 1);
 
       // A first page: the standby's own, older but whole, revision.
       reset();
-      expect((await registry.catalogPage(TENANT, { limit: 1 })).catalog_revision).toBe(before.catalog_revision);
+      expect((await catalogPage(registry, TENANT, { limit: 1 })).catalog_revision).toBe(before.catalog_revision);
       expect(sent).toEqual({ primary: 0, standby: 1 });
 
       // A cursor of the newer revision (a gateway walked it on the primary): the primary answers.
-      const newer = await control.catalogPage(TENANT, { limit: 1 });
+      const newer = await catalogPage(control, TENANT, { limit: 1 });
       reset();
-      const next = await registry.catalogPage(TENANT, { limit: 1, cursor: newer.next_cursor! });
+      const next = await catalogPage(registry, TENANT, { limit: 1, cursor: newer.next_cursor! });
       expect(next.catalog_revision).toBe(published.catalog_revision);
       expect(sent).toEqual({ primary: 1, standby: 1 });
 
@@ -161,7 +167,7 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
       expect(validated).toMatchObject({ catalog_revision: published.catalog_revision, not_modified: true, text: null });
       expect(sent).toEqual({ primary: 1, standby: 1 });
       // An older cursor is stale wherever it is asked.
-      await expect(registry.catalogPage(TENANT, { limit: 1, cursor: `${before.catalog_revision - 1}:0:0000000000000000:x` })).rejects.toMatchObject({
+      await expect(catalogPage(registry, TENANT, { limit: 1, cursor: `${before.catalog_revision - 1}:0:0000000000000000:x` })).rejects.toMatchObject({
         code: "stale-cursor",
       });
     } finally {
@@ -169,7 +175,7 @@ describe.skipIf(Boolean(process.env.DATABASE_URL) || !embeddedPgCtl())("catalog 
     }
     await standby.catchUp();
     reset();
-    expect((await registry.catalogPage(TENANT, { limit: 1 })).catalog_revision).toBe((await control.catalogPage(TENANT, {})).catalog_revision);
+    expect((await catalogPage(registry, TENANT, { limit: 1 })).catalog_revision).toBe((await catalogPage(control, TENANT, {})).catalog_revision);
     expect(sent.primary).toBe(0);
   });
 });

@@ -2,12 +2,12 @@
  * The catalog over HTTP: tokens and scopes, the tenant from the token only, query validation,
  * problem codes, ETag revalidation, and the internal admin read.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, publishSimpleFleet, requestId, version, hostPrincipal } from "../support/fleet.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, publishSimpleFleet, requestId, version, hostPrincipal } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let tokenA: string;
 let tokenB: string;
@@ -15,7 +15,6 @@ const capsA = ["cap:h.alpha", "cap:h.beta", "cap:h.gamma"];
 let replicaA: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   const fleet = await publishSimpleFleet(db.registry, { prefix: "h", tenants: ["tenant-ha"], capabilities: capsA });
   replicaA = fleet.replicas[0]!;
@@ -29,7 +28,6 @@ beforeAll(async () => {
   tokenA = await api.tenantToken("tenant-ha");
   tokenB = await api.tenantToken("tenant-hb");
 });
-afterAll(() => db?.close());
 
 const get = (path: string, token?: string, headers: Record<string, string> = {}) => api.call("GET", path, { ...(token ? { token } : {}), headers });
 // Response bodies are checked field by field; the shapes are the API's, not this file's.

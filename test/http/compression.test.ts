@@ -12,22 +12,20 @@ import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import type { Compressor } from "../../src/http/compression.js";
 import { nodeCompressor } from "../../src/node/compression.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let server: RunningServer | undefined;
 const CAPS = Array.from({ length: 40 }, (_, n) => `cap:gz.c${String(n).padStart(2, "0")}`);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await publishSimpleFleet(db.registry, { prefix: "gz", tenants: ["tenant-gz"], capabilities: CAPS });
 });
 afterAll(async () => {
   await server?.close();
-  await db?.close();
 });
 
 /** The Node compressor, counting what it compresses. */

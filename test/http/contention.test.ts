@@ -5,23 +5,22 @@
  * `storage` (a 503 alone cannot tell the two apart).
  */
 import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { RETRY_AFTER_MS } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { replicaRow } from "../support/replicas.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let app: ReturnType<typeof createApp>;
 let fleet: RoutingFleet;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   app = createApp({ registry: db.registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), metrics: {} });
   fleet = await publishRoutingFleet(db.registry, {
@@ -30,7 +29,6 @@ beforeAll(async () => {
     instances: [{ name: "main", replicas: [{ name: "a", capacity: 8 }] }],
   });
 });
-afterAll(() => db?.close());
 
 const call = async (method: string, path: string, token: string, body?: unknown) => {
   const response = await app.request(path, {

@@ -2,23 +2,21 @@
  * GET /v1/fleet/status and POST /v1/fleet/lease-expiry in-process: the fixed-size aggregate with
  * no identifiers, scopes, and the bounded expiry batch.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let fleet: Awaited<ReturnType<typeof provisionFleet>>;
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   fleet = await provisionFleet(db.registry, { prefix: "hf", tenants: ["tenant-hf"], replicasPerTenant: 3 });
   for (const id of fleet.replicas) await lifecycle(db.registry, id, "register", { lease_ttl_ms: 60_000 });
   await db.registry.resolveRoute("act_hf_1", "tenant-hf", fleet.capability);
   await shortenLeases(db, fleet.replicas);
 });
-afterAll(() => db?.close());
 
 const FIELDS = [
   "active_assignments",

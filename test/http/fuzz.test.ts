@@ -15,8 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app.js";
 import { createAuthenticator, SCOPES, type Scope } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, registerReplica, replica, version } from "../../fixtures/records.js";
 import {
   expectSaneAnswer,
   FUZZ_SEED,
@@ -45,7 +45,7 @@ const CAPABILITY = "cap:fz.search";
 const REPLICA = "crepl_fz_a";
 const PINNED = "act_fz_pinned";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let app: ReturnType<typeof createApp>;
 let tokens: Record<"all" | "tenant" | "admin" | "host" | "untenanted", string>;
 let publication: Record<string, unknown>[];
@@ -58,7 +58,6 @@ let baseline: RegistryState;
 const stats = { requests: 0, accepted: 0, refusedBeforeDatabase: 0, refusedByDatabase: 0, snapshots: 0 };
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   const typeId = "ctype_fz";
   const versionId = "cver_fz_1";
   publication = [
@@ -102,7 +101,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   console.log(`fuzz seed ${FUZZ_SEED} (replay with FUZZ_SEED=${FUZZ_SEED}): ${JSON.stringify(stats)}`);
-  await db?.close();
 });
 
 // Valid-shaped requests, one per route: the documents the mutations start from ---------------------

@@ -6,9 +6,9 @@
  * where it is not, search text matched literally (`%`, `_` and `\` included), and every registry
  * table still there with exactly the rows the test created.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, policy, registrationEvidence, replica, version } from "../support/fleet.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, policy, registrationEvidence, replica, version } from "../../fixtures/records.js";
 import { expectSaneAnswer, SQL_PAYLOADS } from "../support/fuzz.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
@@ -19,13 +19,12 @@ const enc = encodeURIComponent;
 const cap = (p: string) => `cap:${p}`;
 const tenantOf = (p: string) => `t:${p}`;
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let admin: string;
 let tables: string[];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   admin = await api.adminToken();
   tables = Object.keys((await registryState(db.owner)).tables);
@@ -47,7 +46,6 @@ beforeAll(async () => {
   const published = await api.call("POST", "/v1/admin/publications", { token: admin, body: { changes } });
   expect(published.status, await published.clone().text()).toBe(200);
 });
-afterAll(() => db?.close());
 
 async function ok(response: Response, status = 200): Promise<any> {
   const text = await response.text();

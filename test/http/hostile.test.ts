@@ -8,30 +8,28 @@
  */
 import { SignJWT } from "jose";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalDigest } from "../../src/canonical-json.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { attestation, binding, connectorType, instance, publishSimpleFleet, replica, version } from "../../fixtures/records.js";
 import { expectSaneAnswer, nested } from "../support/fuzz.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let tenant: string;
 let admin: string;
 let host: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   await publishSimpleFleet(db.registry, { prefix: "ho", tenants: ["tenant-ho", "tenant-\ufffd"] });
   tenant = await api.tenantToken("tenant-ho");
   admin = await api.adminToken();
   host = await api.hostTokenFor("crepl_ho_tenant-ho");
 });
-afterAll(() => db?.close());
 
 const CAPABILITY = "cap:ho.search";
 const PUBLICATIONS = "/v1/admin/publications";

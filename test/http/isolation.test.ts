@@ -7,9 +7,9 @@
  * without a tenant cannot route at all. Every refusal leaves the database as it was.
  */
 import { SignJWT } from "jose";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, registerReplica, replica, version } from "../support/fleet.js";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, registerReplica, replica, version } from "../../fixtures/records.js";
 import { expectSaneAnswer, TENANT_HEADERS } from "../support/fuzz.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
@@ -20,7 +20,7 @@ const ATTACKER = "tenant-attacker";
 const SHARED = "cap:iso.shared";
 const SECRET_CAP = "cap:iso.victim-only";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let victim: string;
 let attacker: string;
@@ -30,7 +30,6 @@ let stolenText: string;
 const VICTIM_ACTION = "act_iso_victim_0001";
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   await db.registry.publish([
     connectorType("ctype_iso"),
@@ -52,7 +51,6 @@ beforeAll(async () => {
   stolenText = await created.text();
   stolen = JSON.parse(stolenText) as Record<string, unknown>;
 });
-afterAll(() => db?.close());
 
 let before: RegistryState;
 beforeEach(async () => {

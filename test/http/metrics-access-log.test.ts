@@ -3,27 +3,25 @@
  * latency and problem code, and nothing from headers, paths, queries or bodies: no bearer
  * tokens, no credential or secret references, no action identifiers.
  */
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { createApp, type AccessLogEntry } from "../../src/app.js";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { jsonLines } from "../../src/observability/access-log.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, publishSimpleFleet } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 const entries: AccessLogEntry[] = [];
 let app: ReturnType<typeof createApp>;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   app = createApp({ registry: db.registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), log: (entry) => entries.push(entry) });
   await publishSimpleFleet(db.registry, { prefix: "log" });
 });
-afterAll(() => db?.close());
 
 it("logs request ID, route template, status, latency, tenant and problem code, and never a credential", async () => {
   const tenantToken = await api.tenantToken("tenant-a");

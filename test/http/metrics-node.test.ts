@@ -3,16 +3,16 @@
  * build, lease maintenance, JSON access lines on stdout, and METRICS=false / METRICS_PUBLIC=true
  * honoured.
  */
-import { afterAll, beforeAll, expect, it, vi } from "vitest";
+import { afterAll, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { find, parseExposition, value } from "../support/exposition.js";
 import { TEST_SECRET } from "../support/http.js";
 import { lifecycle, provisionFleet } from "../support/replicas.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const servers: RunningServer[] = [];
 const start = async (extra: Record<string, string> = {}) => {
   const server = await startServer(
@@ -31,12 +31,8 @@ const start = async (extra: Record<string, string> = {}) => {
   return server;
 };
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
 afterAll(async () => {
   for (const server of servers) await server.close();
-  await db?.close();
 });
 
 it("reports both pools and logs one JSON line per request, without the token", async () => {
@@ -116,6 +112,12 @@ it("serves process and runtime metrics, the build, and every pool (catalog repli
   ] as const) {
     expect(value(samples, "aip_db_pool_max_connections", { pool }), pool).toBe(max);
     expect(value(samples, "aip_db_pool_in_use_connections", { pool }), pool).toBeGreaterThanOrEqual(0);
+  }
+  // The catalog replica (here the primary itself, not in recovery): no read yet, no fallback.
+  expect(value(samples, "aip_catalog_replica_state", { state: "unknown" })).toBe(1);
+  expect(value(samples, "aip_catalog_replica_state", { state: "unreachable" })).toBe(0);
+  for (const reason of ["lagging", "behind_floor", "behind_request", "unreachable", "error"]) {
+    expect(value(samples, "aip_catalog_replica_fallbacks_total", { reason }), reason).toBe(0);
   }
   // Lease maintenance is off here (LEASE_MAINTENANCE_INTERVAL_MS=0): no counters pretend it ran.
   expect(types.get("aip_lease_maintenance_runs_total")).toBe("counter");

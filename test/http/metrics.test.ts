@@ -2,24 +2,23 @@
  * GET /metrics: Prometheus exposition of request latency, resolve outcomes, pool usage and the
  * fleet gauges, over the real app and database.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createApp, type PoolUsage } from "../../src/app.js";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { find, parseExposition, value } from "../support/exposition.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let app: ReturnType<typeof createApp>;
 let adminToken: string;
 let lastPoolUsage: PoolUsage | undefined;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   app = createApp({
     registry: db.registry,
@@ -34,7 +33,6 @@ beforeAll(async () => {
   adminToken = await api.adminToken();
   await publishSimpleFleet(db.registry, { prefix: "m", capacity: 1 });
 });
-afterAll(() => db?.close());
 
 const call = (method: string, path: string, token?: string, body?: unknown) =>
   app.request(path, {

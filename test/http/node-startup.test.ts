@@ -15,10 +15,10 @@ import { createApp } from "../../src/app.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { Registry } from "../../src/registry/registry.js";
 import { cleanEnv, freePort, runCli } from "../cli/support.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { useTestDatabase } from "../support/database.js";
 import { TEST_SECRET } from "../support/http.js";
 import { databaseUrl } from "../support/server.js";
 
@@ -26,7 +26,7 @@ vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
 const server = inject("pgServer");
 const empty = `aip_t_${server.runId}_empty_${randomBytes(4).toString("hex")}`;
-let db: TestDatabase;
+const db = useTestDatabase();
 let dataDir: string;
 const running: RunningServer[] = [];
 
@@ -51,13 +51,11 @@ const migrated = async (url: string) =>
   admin(async (c) => (await c.query("SELECT to_regclass('aip_schema_migrations') IS NOT NULL AS ok")).rows[0].ok as boolean, url);
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   dataDir = await mkdtemp(join(tmpdir(), "aip-startup-"));
   await admin((c) => c.query(`CREATE DATABASE ${empty}`));
 });
 afterAll(async () => {
   for (const r of running) await r.close();
-  await db?.close();
   await admin((c) => c.query(`DROP DATABASE IF EXISTS ${empty} WITH (FORCE)`));
   await rm(dataDir, { recursive: true, force: true });
 });

@@ -6,25 +6,21 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, describe, expect, inject, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { databaseUrl } from "../support/server.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 const pools: pg.Pool[] = [];
 let emptyDatabase: string | undefined;
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
 afterAll(async () => {
   await Promise.all(pools.map((pool) => pool.end()));
-  await db?.close();
   if (emptyDatabase) {
     const admin = new pg.Client({ connectionString: inject("pgServer").adminUrl });
     await admin.connect();

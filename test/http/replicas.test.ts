@@ -2,21 +2,19 @@
  * POST /v1/replicas/{replica_id}/{operation} in-process: scope, problem codes and members, and
  * byte-identical replay.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { instance, registrationEvidence, requestId, WELL_FORMED_EVIDENCE } from "../support/fleet.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { instance, registrationEvidence, requestId, WELL_FORMED_EVIDENCE } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { provisionFleet, replicaRow } from "../support/replicas.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let replicas: string[];
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   replicas = (await provisionFleet(db.registry, { prefix: "h", replicasPerTenant: 4 })).replicas;
 });
-afterAll(() => db?.close());
 
 /**
  * Posts as the host the replica was provisioned for, unless another token is given. A register

@@ -10,7 +10,7 @@ import { migrate } from "../../src/db/migrate.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "../../src/db/pglite.js";
 import { Registry } from "../../src/registry/registry.js";
 import { createTestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { actionMintedAt, DAY_MS } from "../support/retention.js";

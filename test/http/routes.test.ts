@@ -2,19 +2,18 @@
  * The routes API over HTTP: statuses, the AIP-Route-Outcome header, problem+json bodies with
  * their extension members and Retry-After, tenant isolation and input validation.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { counters, publishRoutingFleet, replicaTransition, type RoutingFleet } from "../support/routing-fleet.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 let fleet: RoutingFleet;
 let token: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   fleet = await publishRoutingFleet(db.registry, {
     prefix: "http",
@@ -32,7 +31,6 @@ beforeAll(async () => {
   });
   token = await api.tenantToken(fleet.tenant);
 });
-afterAll(() => db?.close());
 afterEach(() => expectHealthy(db.registry));
 
 let actionCounter = 0;

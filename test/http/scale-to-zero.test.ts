@@ -1,5 +1,5 @@
 /**
- * Scale to zero on Node: the real server (src/node.ts) with both pools connected through the local
+ * Scale to zero on Node: the real server (src/entry/node.ts) with both pools connected through the local
  * Neon proxy's plain TCP path, which counts and logs every statement on the wire. Its lease
  * maintenance runs on a simulated clock through idle minutes: no statement while nothing is live,
  * expiry cycles only at or after lease deadlines it learned from its own lifecycle answers, none
@@ -11,16 +11,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { hostPrincipal, registrationEvidence, requestId, type RegistrationEvidence } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { hostPrincipal, registrationEvidence, requestId, type RegistrationEvidence } from "../../fixtures/records.js";
 import { TEST_SECRET } from "../support/http.js";
 import { provisionFleet, replicaRow, type ProvisionedFleet } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let proxy: NeonProxy;
 let server: RunningServer;
 let fleet: ProvisionedFleet;
@@ -48,7 +48,6 @@ const statements = () => proxy.stats.statements();
 const settle = () => server.maintenance!.settled();
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   const pgServer = new URL(db.server.adminUrl);
   proxy = await startNeonProxy({ pgHost: pgServer.hostname, pgPort: Number(pgServer.port || 5432), tcp: true });
   fleet = await provisionFleet(db.registry, { prefix: "stz", replicasPerTenant: 1 });
@@ -73,7 +72,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   await proxy?.close();
-  await db?.close();
 });
 
 describe("an idle Node server", () => {

@@ -1,16 +1,14 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { beforeAll, expect, it } from "vitest";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   await publishSimpleFleet(db.registry);
 });
-afterAll(() => db?.close());
 
 it("resolves, reads and settles a route over HTTP", async () => {
   const token = await api.tenantToken("tenant-a");

@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app.js";
 import { createAuthenticator, type Authenticator } from "../../src/http/auth.js";
 import { RegistryError } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { expectSaneAnswer } from "../support/fuzz.js";
 import { TEST_SECRET } from "../support/http.js";
 
@@ -25,13 +25,11 @@ const b64 = (value: unknown) => Buffer.from(typeof value === "string" ? value : 
 const now = () => Math.floor(Date.now() / 1000);
 const secretKey = (secret: string | Uint8Array) => (typeof secret === "string" ? new TextEncoder().encode(secret) : secret);
 
-let db: TestDatabase;
+const db = useTestDatabase();
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   await publishSimpleFleet(db.registry, { prefix: "tok", tenants: [TENANT] });
 });
-afterAll(() => db?.close());
 
 /** GET the tenant's catalog through an app that uses `authenticator`; returns status and code. */
 async function catalogWith(authenticator: Authenticator, token: string | undefined): Promise<{ status: number; code?: string }> {

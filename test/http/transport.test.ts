@@ -6,18 +6,17 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
-import { startServer, type RunningServer } from "../../src/node.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { publishSimpleFleet } from "../support/fleet.js";
+import { startServer, type RunningServer } from "../../src/entry/node.js";
+import { useTestDatabase } from "../support/database.js";
+import { publishSimpleFleet } from "../../fixtures/records.js";
 import { TEST_SECRET } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let server: RunningServer;
 const logged: string[] = [];
 const errors: string[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   vi.spyOn(console, "log").mockImplementation((line: unknown) => void logged.push(String(line)));
   vi.spyOn(console, "error").mockImplementation((line: unknown) => void errors.push(String(line)));
   server = await startServer(
@@ -36,7 +35,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   vi.restoreAllMocks();
-  await db?.close();
 });
 
 /** Writes `parts` (one write each, a tick apart) and returns everything the server sent until it closed. */

@@ -6,7 +6,7 @@
  */
 import { accessSync, constants, statSync } from "node:fs";
 
-export const DEFAULT_CHROMIUM = "/usr/bin/chromium";
+const DEFAULT_CHROMIUM = "/usr/bin/chromium";
 
 export type BrowserGate = { run: true; chromium: string } | { run: false; chromium: string; required: boolean; reason: string };
 

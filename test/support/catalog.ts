@@ -4,28 +4,11 @@
  * auto_explain capture that shows the plans the catalog functions really execute.
  */
 import type pg from "pg";
-import { expect } from "vitest";
-import { RegistryError } from "../../src/registry/errors.js";
 import type { Registry } from "../../src/registry/registry.js";
 import type { CatalogPage } from "../../src/schemas.js";
-
-/** Awaits a registry call that must fail with `code`, and returns the error. */
-export async function expectCode(call: Promise<unknown>, code: string): Promise<RegistryError> {
-  const error = await call.then(
-    (value) => new Error(`expected ${code}, got ${JSON.stringify(value).slice(0, 300)}`),
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(RegistryError);
-  expect((error as RegistryError).code, (error as Error).message).toBe(code);
-  return error as RegistryError;
-}
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 export const idsOf = (page: CatalogPage) => page.capabilities.map((d) => String(d.capability.id));
-
-export async function catalogRevision(owner: pg.Pool): Promise<number> {
-  const { rows } = await owner.query<{ revision: string }>("SELECT revision FROM aip_catalog_revision");
-  return Number(rows[0]!.revision);
-}
 
 export interface FleetShape {
   tenants: number;
@@ -34,7 +17,7 @@ export interface FleetShape {
   types: number;
 }
 
-export const FLEET_SCALE: FleetShape = { tenants: 100, instancesPerTenant: 100, capabilities: 1000, types: 10 };
+const FLEET_SCALE: FleetShape = { tenants: 100, instancesPerTenant: 100, capabilities: 1000, types: 10 };
 
 export const fleetTenant = (t: number) => `tenant-fleet-${String(t).padStart(3, "0")}`;
 export const fleetCapability = (n: number) => `cap:fleet.${String(n).padStart(4, "0")}`;
@@ -127,7 +110,7 @@ export interface Walk {
 }
 
 /** Follows next_cursor from the first page to the last. */
-export async function walkCatalog(read: (cursor: string | undefined) => Promise<CatalogPage>, maxPages = 10_000): Promise<Walk> {
+async function walkCatalog(read: (cursor: string | undefined) => Promise<CatalogPage>, maxPages = 10_000): Promise<Walk> {
   const pages: CatalogPage[] = [];
   let cursor: string | undefined;
   do {
@@ -140,7 +123,7 @@ export async function walkCatalog(read: (cursor: string | undefined) => Promise<
 }
 
 export const tenantWalk = (registry: Registry, tenantId: string, query: Record<string, unknown> = {}) =>
-  walkCatalog((cursor) => registry.catalogPage(tenantId, { ...query, ...(cursor ? { cursor } : {}) }));
+  walkCatalog((cursor) => catalogPage(registry, tenantId, { ...query, ...(cursor ? { cursor } : {}) }));
 
 /**
  * Runs `statement` on a dedicated owner session with auto_explain logging every nested statement

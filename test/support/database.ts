@@ -4,7 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
 import { databaseUrl, type PgServerInfo } from "./server.js";
@@ -65,4 +65,28 @@ export async function createTestDatabase(options: { dataPoolSize?: number } = {}
       await admin.end();
     },
   };
+}
+
+/**
+ * The test file's database: created before its first test (before the file's own beforeAll hooks,
+ * when called above them), closed and dropped after everything else (after hooks run in reverse
+ * order). The returned object reads the current database, so it may be captured at the top of the
+ * file and used in hooks and tests.
+ */
+export function useTestDatabase(options: { dataPoolSize?: number } = {}): TestDatabase {
+  let current: TestDatabase | undefined;
+  beforeAll(async () => {
+    current = await createTestDatabase(options);
+  });
+  afterAll(async () => {
+    await current?.close();
+    current = undefined;
+  });
+  return new Proxy({} as TestDatabase, {
+    get(_target, member) {
+      if (!current) throw new Error("the test database exists only in the file's hooks and tests (useTestDatabase)");
+      const value = Reflect.get(current, member) as unknown;
+      return typeof value === "function" ? value.bind(current) : value;
+    },
+  });
 }

@@ -11,7 +11,7 @@ import { Registry } from "../../src/registry/registry.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export const uniqueName = (prefix: string) => `${prefix}_${randomBytes(4).toString("hex")}`;
+const uniqueName = (prefix: string) => `${prefix}_${randomBytes(4).toString("hex")}`;
 
 export interface HeldLocks {
   release(): Promise<void>;

@@ -27,7 +27,7 @@ export class Raw {
   constructor(readonly text: string) {}
 }
 /** An object as an entry list: duplicate keys and own `__proto__` members survive. */
-export class Obj {
+class Obj {
   constructor(readonly entries: [string, Json][]) {}
 }
 export type Json = null | boolean | number | string | Raw | Obj | Json[];
@@ -85,7 +85,7 @@ export const SQL_PAYLOADS = [
   "{{7*7}}",
 ];
 
-export const SPECIAL_STRINGS = [
+const SPECIAL_STRINGS = [
   "",
   " ",
   "\t\n",
@@ -129,7 +129,7 @@ const loneSurrogateOrAscii = fc.oneof(
   fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
 );
 
-export const hostileString: fc.Arbitrary<string> = fc.oneof(
+const hostileString: fc.Arbitrary<string> = fc.oneof(
   { weight: 5, arbitrary: fc.constantFrom(...SPECIAL_STRINGS) },
   { weight: 3, arbitrary: fc.string({ unit: "binary", maxLength: 24 }) },
   { weight: 1, arbitrary: fc.string({ unit: loneSurrogateOrAscii, maxLength: 8 }) },
@@ -143,7 +143,7 @@ export const hostileString: fc.Arbitrary<string> = fc.oneof(
 );
 
 /** Numbers at and beyond the 2^31, 2^32 and 2^53 boundaries, as literal JSON text. */
-export const NUMBER_LITERALS = [
+const NUMBER_LITERALS = [
   "0",
   "-0",
   "-0.0",
@@ -172,7 +172,7 @@ export const NUMBER_LITERALS = [
   "1e-400",
   "5e-324",
 ];
-export const hostileNumber: fc.Arbitrary<Json> = fc.oneof(
+const hostileNumber: fc.Arbitrary<Json> = fc.oneof(
   fc.constantFrom(...NUMBER_LITERALS).map((n) => new Raw(n)),
   fc.integer(),
   fc.double({ noNaN: true, noDefaultInfinity: true }),
@@ -181,19 +181,15 @@ export const hostileNumber: fc.Arbitrary<Json> = fc.oneof(
 /** Arrays nested `depth` levels deep, around the 128-level limit and far beyond it. */
 export const nested = (depth: number, open = "[", close = "]", core = "") => new Raw(open.repeat(depth) + core + close.repeat(depth));
 const DEPTHS = [127, 128, 129, 130, 5_000, 100_000];
-export const deepJson: fc.Arbitrary<Json> = fc.oneof(
+const deepJson: fc.Arbitrary<Json> = fc.oneof(
   fc.constantFrom(...DEPTHS).map((d) => nested(d)),
   fc.constantFrom(...DEPTHS).map((d) => nested(d, '{"a":', "}", "1")),
 );
 
 /** Large but under the data-plane body limit (256 KiB), and over it. */
-export const hugeJson: fc.Arbitrary<Json> = fc.constantFrom(
-  new Raw(`[${"0,".repeat(100_000)}0]`),
-  new Raw(`[${'"x",'.repeat(60_000)}"x"]`),
-  "y".repeat(300_000),
-);
+const hugeJson: fc.Arbitrary<Json> = fc.constantFrom(new Raw(`[${"0,".repeat(100_000)}0]`), new Raw(`[${'"x",'.repeat(60_000)}"x"]`), "y".repeat(300_000));
 
-export const HOSTILE_KEYS = [
+const HOSTILE_KEYS = [
   "tenant_id",
   "secret",
   "password",
@@ -366,7 +362,7 @@ export const hostileSegment: fc.Arbitrary<string> = fc.oneof(
   },
 );
 
-export const LIMIT_VALUES = ["-1", "0", "1", "200", "201", "1e309", "-1e309", "NaN", "Infinity", "0x10", "1.5", "", " 1", "9007199254740993", "1e15", "٣"];
+const LIMIT_VALUES = ["-1", "0", "1", "200", "201", "1e309", "-1e309", "NaN", "Infinity", "0x10", "1.5", "", " 1", "9007199254740993", "1e15", "٣"];
 
 export const hostileQuery: fc.Arbitrary<string> = fc
   .array(
@@ -388,7 +384,7 @@ export const hostileQuery: fc.Arbitrary<string> = fc
 /** Header values are byte strings: Latin-1 without CR, LF or NUL. */
 const headerText = fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).map((c) => String.fromCharCode(c)), maxLength: 40 });
 
-export const CONTENT_TYPES = [
+const CONTENT_TYPES = [
   "application/json",
   "application/json; charset=utf-8",
   "application/json;charset=UTF-16",
@@ -466,10 +462,10 @@ export async function send(
 }
 
 // The verdict on an answer -----------------------------------------------------------------------
-export const DOCUMENTED_CODES = (Object.keys(PROBLEM_STATUS) as ProblemCode[]).filter((code) => code !== "internal" && code !== "storage");
+const DOCUMENTED_CODES = (Object.keys(PROBLEM_STATUS) as ProblemCode[]).filter((code) => code !== "internal" && code !== "storage");
 
 /** What must never reach a client: stack frames, source locations, SQL and PL/pgSQL internals. */
-export const LEAKS: RegExp[] = [
+const LEAKS: RegExp[] = [
   /\bat [\w$.<>]+ \(/,
   /\bat .+:\d+:\d+/,
   /node_modules/,
@@ -499,7 +495,7 @@ function strings(value: unknown, out: string[] = []): string[] {
 }
 
 /** The text with every echo of the caller's own input removed (the input may say SELECT). */
-export function withoutEchoes(text: string, inputs: string[]): string {
+function withoutEchoes(text: string, inputs: string[]): string {
   const echoes = inputs
     .flatMap((s) => [s, JSON.stringify(s).slice(1, -1)])
     .filter((s) => s.length >= 3)

@@ -9,7 +9,7 @@ import { createAuthenticator, type Scope } from "../../src/http/auth.js";
 import type { Compressor } from "../../src/http/compression.js";
 import { mintToken } from "../../src/http/tokens.js";
 import type { Registry } from "../../src/registry/registry.js";
-import { hostPrincipal } from "./fleet.js";
+import { hostPrincipal } from "../../fixtures/records.js";
 
 export const TEST_SECRET = "test-secret-test-secret-test-secret-0123456789";
 
@@ -20,7 +20,7 @@ export interface TestApi {
   adminToken(): Promise<string>;
   /** Token of the connector host with this peer principal (it may drive only its own replicas). */
   hostToken(peerPrincipalId: string): Promise<string>;
-  /** Token of the host that test/support/fleet.ts provisions `replicaId` for. */
+  /** Token of the host that fixtures/records.ts provisions `replicaId` for. */
   hostTokenFor(replicaId: string): Promise<string>;
   token(claims: { scopes: Scope[]; tenantId?: string; subject?: string; peerPrincipalId?: string }): Promise<string>;
   /** app.request with a bearer token and JSON body. */

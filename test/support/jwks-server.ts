@@ -15,9 +15,7 @@ import type { AddressInfo } from "node:net";
 import type { JWK } from "jose";
 import type { JwksMode } from "./jwks-mode.js";
 
-export type { JwksMode };
-
-export class KeySetEndpoint {
+class KeySetEndpoint {
   keys: JWK[] = [];
   mode: JwksMode = { kind: "ok" };
   fetches = 0;

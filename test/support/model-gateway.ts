@@ -16,7 +16,8 @@ import { RegistryError } from "../../src/registry/errors.js";
 import { Registry, type LifecycleRequest, type TopologyPreference } from "../../src/registry/registry.js";
 import type { CatalogPage, LifecycleOperation, PublicationResult, RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
 import { createTestApi, type TestApi } from "./http.js";
-import { hostPrincipal } from "./fleet.js";
+import { hostPrincipal } from "../../fixtures/records.js";
+import { catalogPage } from "../../fixtures/catalog-reads.js";
 
 export type Transport = "sql" | "http";
 
@@ -33,7 +34,7 @@ export interface Refusal {
 
 export type Answer<T> = ({ ok: true } & T) | Refusal;
 
-export interface Resolved {
+interface Resolved {
   outcome: "created" | "existing" | "reacquired";
   /** The assignment exactly as the client received it (JSON text). */
   json: string;
@@ -112,7 +113,7 @@ export function sqlGateway(urls: GatewayUrls, options: GatewayOptions = {}): Gat
         const state = await registry.getRoute(actionId, tenantId);
         return state ? { json: JSON.stringify(state.assignment), reserved: state.reserved } : { json: null, reserved: false as const };
       }),
-    catalogPage: (tenantId, query) => answer(async () => ({ page: await registry.catalogPage(tenantId, query) })),
+    catalogPage: (tenantId, query) => answer(async () => ({ page: await catalogPage(registry, tenantId, query) })),
     lifecycle: (replicaId, operation, request) =>
       answer(async () => ({ sequence: (await registry.replicaLifecycle(replicaId, operation, request, hostPrincipal(replicaId))).sequence })),
     replicaSequence: (replicaId) =>
@@ -160,7 +161,7 @@ async function problemOf(response: Response): Promise<Refusal> {
   };
 }
 
-export function httpGateway(urls: GatewayUrls, options: GatewayOptions = {}): Gateway {
+function httpGateway(urls: GatewayUrls, options: GatewayOptions = {}): Gateway {
   const { data, control, registry } = createPools(urls, options);
   const api: TestApi = createTestApi(registry);
   const tokens = new Map<string, Promise<string>>();

@@ -29,7 +29,14 @@ import fc from "fast-check";
 import type pg from "pg";
 import { createPgPool } from "../../src/db/pg.js";
 import type { CatalogPage, LifecycleOperation, RouteAssignment, SettlementOutcome } from "../../src/schemas.js";
-import { binding as bindingChange, connectorType, instance as instanceChange, policy as policyChange, replica as replicaChange, version } from "./fleet.js";
+import {
+  binding as bindingChange,
+  connectorType,
+  instance as instanceChange,
+  policy as policyChange,
+  replica as replicaChange,
+  version,
+} from "../../fixtures/records.js";
 import { createGateway, sqlGateway, type Answer, type Gateway, type Refusal, type Transport } from "./model-gateway.js";
 
 // Shape -----------------------------------------------------------------------------------------
@@ -67,14 +74,14 @@ const POLICY_EXTRAS = (tenant: number): Record<string, unknown> => ({
 });
 
 // Commands --------------------------------------------------------------------------------------
-export type PublishCommand =
+type PublishCommand =
   | { op: "binding"; tenant: number; cap: number; inst: number; mutate: "toggle" | "priority" | "credential" }
   | { op: "instance"; tenant: number; inst: number }
   | { op: "policy"; tenant: number; variant: number }
   | { op: "version"; active: boolean }
   | { op: "capacity"; replica: number; capacity: number };
 
-export type Command =
+type Command =
   | { kind: "resolve"; slot: number; zone: string | null }
   | { kind: "retry"; pick: number }
   | { kind: "mismatch"; pick: number }
@@ -89,7 +96,7 @@ export type Command =
 
 export type Plan = Command[][];
 
-export function commandArbitrary(shape: ModelShape): fc.Arbitrary<Command> {
+function commandArbitrary(shape: ModelShape): fc.Arbitrary<Command> {
   const replicas = shape.tenants * INSTANCES_PER_TENANT * REPLICAS_PER_INSTANCE;
   const tenant = fc.nat(shape.tenants - 1);
   const inst = fc.nat(INSTANCES_PER_TENANT - 1);
@@ -184,7 +191,7 @@ function cloneState(s: CatalogState): CatalogState {
 type StateUpdate = (s: CatalogState) => void;
 
 // The fleet of one run ------------------------------------------------------------------------------
-export interface ModelFleet {
+interface ModelFleet {
   prefix: string;
   typeId: string;
   versionId: string;

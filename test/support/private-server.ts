@@ -8,10 +8,11 @@
  * pg_ctl, which stops whichever postmaster runs the data directory.
  */
 import { execFile } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { embeddedBinaries, startEmbeddedServer } from "./embedded-postgres.js";
-import { freePort } from "./free-port.js";
+import { embeddedBinaries, startEmbeddedServer } from "../../fixtures/embedded-postgres.js";
+import { freePort } from "../../fixtures/free-port.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
@@ -23,6 +24,24 @@ const run = promisify(execFile);
 export function embeddedPgCtl(): string | null {
   const root = embeddedBinaries();
   return root ? join(root, "bin", "pg_ctl") : null;
+}
+
+/**
+ * The machine's own PostgreSQL server binaries (Debian/Ubuntu: /usr/lib/postgresql/<major>/bin,
+ * with pg_basebackup), newest major first; null when none is installed.
+ */
+export function machinePostgres(): { root: string; major: number } | null {
+  const base = "/usr/lib/postgresql";
+  if (!existsSync(base)) return null;
+  const majors = readdirSync(base)
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .sort((a, b) => b - a);
+  for (const major of majors) {
+    const root = join(base, String(major));
+    if (["postgres", "initdb", "pg_ctl", "pg_basebackup"].every((tool) => existsSync(join(root, "bin", tool)))) return { root, major };
+  }
+  return null;
 }
 
 export interface PrivateServer {
@@ -49,17 +68,33 @@ export interface Standby {
   pauseReplay(): Promise<void>;
   resumeReplay(): Promise<void>;
   stop(): Promise<void>;
+  /** Starts it again after stop(). */
+  start(): Promise<void>;
+  /** How it was made: `pg_basebackup -R`, or its emulation with the low-level backup API. */
+  madeBy: "pg_basebackup" | "backup API";
 }
 
-export async function startPrivateServer(options: { maxConnections?: number } = {}): Promise<PrivateServer> {
+export async function startPrivateServer(options: { maxConnections?: number; binaries?: string } = {}): Promise<PrivateServer> {
   // dirMode 0o777: pg_ctl, run as the server's OS user, writes its log file into dir.
   const server = await startEmbeddedServer({
     dirPrefix: "aip-registry-restart-",
     dirMode: 0o777,
+    ...(options.binaries ? { binaries: options.binaries } : {}),
     // fsync and full-page writes only matter when the machine loses power. synchronous_commit
     // stays on: with it off, a crash forgets commits already acknowledged (up to ~3 wal_writer_delay),
     // and a retry then creates a second route for an action whose first one a client holds.
-    postgresFlags: ["-c", `max_connections=${options.maxConnections ?? 60}`, "-c", "fsync=off", "-c", "full_page_writes=off"],
+    postgresFlags: [
+      "-c",
+      `max_connections=${options.maxConnections ?? 60}`,
+      "-c",
+      "fsync=off",
+      "-c",
+      "full_page_writes=off",
+      // TCP only: a distribution's build puts sockets in /var/run/postgresql, which an ordinary
+      // user may not write.
+      "-c",
+      "unix_socket_directories=",
+    ],
   });
   const { dir, dataDir, adminUrl, binDir, osUser } = server;
   // pg_ctl as the server's OS user; its log file keeps the new postmaster off our pipes.
@@ -119,10 +154,11 @@ async function asServerUser(osUser: OsUser, cwd: string, command: string): Promi
 const quote = (value: string) => `'${value.replace(/'/g, "'\\''")}'`;
 
 /**
- * What `pg_basebackup -R` does, with the binaries embedded-postgres ships (it has no
- * pg_basebackup): a physical replication slot so the primary keeps the WAL, the low-level backup
- * API (pg_backup_start, a copy of the data directory, pg_backup_stop's backup_label), then
- * standby.signal and primary_conninfo, and the copy started on a port of its own.
+ * A streaming hot standby on a port of its own: `pg_basebackup -R` where the binaries have it (the
+ * machine's PostgreSQL), otherwise what it does, with the binaries embedded-postgres ships: a
+ * physical replication slot so the primary keeps the WAL, the low-level backup API
+ * (pg_backup_start, a copy of the data directory, pg_backup_stop's backup_label), then
+ * standby.signal and primary_conninfo.
  */
 async function startStandby(primary: {
   binDir: string;
@@ -136,32 +172,43 @@ async function startStandby(primary: {
   const pgCtl = join(primary.binDir, "pg_ctl");
   const port = await freePort();
   const standbyDir = join(primary.dir, "standby");
-  const admin = new pg.Client({ connectionString: primary.adminUrl });
-  admin.on("error", () => {});
-  await admin.connect();
-  try {
-    await admin.query("SELECT pg_create_physical_replication_slot('aip_standby', true)");
-    await admin.query("SELECT pg_backup_start('aip-standby', true)");
-    await asServer(
-      `cp -a ${quote(primary.dataDir)} ${quote(standbyDir)} && rm -rf ${quote(standbyDir)}/pg_wal/* ${quote(standbyDir)}/pg_replslot/* ` +
-        `${quote(standbyDir)}/postmaster.pid ${quote(standbyDir)}/postmaster.opts`,
-    );
-    const { rows } = await admin.query<{ labelfile: string }>("SELECT labelfile FROM pg_backup_stop(false)");
-    const target = new URL(primary.adminUrl);
-    const settings = [
-      `primary_conninfo = 'host=${target.hostname} port=${target.port} user=${target.username} password=${decodeURIComponent(target.password)} application_name=aip_standby'`,
-      "primary_slot_name = 'aip_standby'",
-      "hot_standby = on",
-      `port = ${port}`,
-    ].join("\n");
-    await asServer(
-      `printf %s ${quote(rows[0]!.labelfile)} > ${quote(standbyDir)}/backup_label && touch ${quote(standbyDir)}/standby.signal && ` +
-        `printf '\n%s\n' ${quote(settings)} >> ${quote(standbyDir)}/postgresql.auto.conf`,
-    );
-  } finally {
-    await admin.end();
+  const basebackup = join(primary.binDir, "pg_basebackup");
+  const target = new URL(primary.adminUrl);
+  const madeBy = existsSync(basebackup) ? "pg_basebackup" : "backup API";
+  if (madeBy === "pg_basebackup") {
+    // The real thing: a fast checkpoint, WAL streamed alongside, standby.signal and
+    // primary_conninfo written (-R), and a slot (-C) so the primary keeps the WAL the standby needs.
+    const conninfo = `host=${target.hostname} port=${target.port} user=${target.username} password=${decodeURIComponent(target.password)} application_name=aip_standby`;
+    await asServer(`${quote(basebackup)} -d ${quote(conninfo)} -D ${quote(standbyDir)} -R -X stream -c fast -C -S aip_standby`);
+    await asServer(`printf '\n%s\n' ${quote(`hot_standby = on\nport = ${port}\nunix_socket_directories = ''`)} >> ${quote(standbyDir)}/postgresql.auto.conf`);
+  } else {
+    const admin = new pg.Client({ connectionString: primary.adminUrl });
+    admin.on("error", () => {});
+    await admin.connect();
+    try {
+      await admin.query("SELECT pg_create_physical_replication_slot('aip_standby', true)");
+      await admin.query("SELECT pg_backup_start('aip-standby', true)");
+      await asServer(
+        `cp -a ${quote(primary.dataDir)} ${quote(standbyDir)} && rm -rf ${quote(standbyDir)}/pg_wal/* ${quote(standbyDir)}/pg_replslot/* ` +
+          `${quote(standbyDir)}/postmaster.pid ${quote(standbyDir)}/postmaster.opts`,
+      );
+      const { rows } = await admin.query<{ labelfile: string }>("SELECT labelfile FROM pg_backup_stop(false)");
+      const settings = [
+        `primary_conninfo = 'host=${target.hostname} port=${target.port} user=${target.username} password=${decodeURIComponent(target.password)} application_name=aip_standby'`,
+        "primary_slot_name = 'aip_standby'",
+        "hot_standby = on",
+        `port = ${port}`,
+      ].join("\n");
+      await asServer(
+        `printf %s ${quote(rows[0]!.labelfile)} > ${quote(standbyDir)}/backup_label && touch ${quote(standbyDir)}/standby.signal && ` +
+          `printf '\n%s\n' ${quote(settings)} >> ${quote(standbyDir)}/postgresql.auto.conf`,
+      );
+    } finally {
+      await admin.end();
+    }
   }
-  await asServer(`${pgCtl} -D ${quote(standbyDir)} -l ${quote(join(primary.dir, "standby.log"))} -w -t 120 start`);
+  const start = () => asServer(`${pgCtl} -D ${quote(standbyDir)} -l ${quote(join(primary.dir, "standby.log"))} -w -t 120 start`);
+  await start();
   const at = (url: string) => {
     const u = new URL(url);
     u.port = String(port);
@@ -196,6 +243,8 @@ async function startStandby(primary: {
     pauseReplay: async () => void (await onStandby("SELECT pg_wal_replay_pause()")),
     resumeReplay: async () => void (await onStandby("SELECT pg_wal_replay_resume()")),
     stop: () => asServer(`${pgCtl} -D ${quote(standbyDir)} -w -t 60 -m fast stop`).catch(() => asServer(`${pgCtl} -D ${quote(standbyDir)} -m immediate stop`)),
+    start,
+    madeBy,
   };
   await standby.catchUp();
   return standby;

@@ -4,7 +4,7 @@
  * owner; and a helper that returns the RegistryError a call was refused with.
  */
 import type pg from "pg";
-import { RegistryError } from "../../src/registry/errors.js";
+import { catalogRevision } from "./assertions.js";
 
 export interface RegistryState {
   catalog_revision: number;
@@ -29,21 +29,4 @@ export async function registryState(owner: pg.Pool): Promise<RegistryState> {
     catalog_revision: await catalogRevision(owner),
     tables: Object.fromEntries(rows.map((row) => [row.name, row.fingerprint])),
   };
-}
-
-export async function catalogRevision(owner: pg.Pool): Promise<number> {
-  const { rows } = await owner.query<{ revision: string }>("SELECT revision FROM aip_catalog_revision WHERE singleton");
-  return Number(rows[0]?.revision);
-}
-
-/** The RegistryError the promise rejects with; fails the test if it resolves or throws anything else. */
-export async function refusal(promise: Promise<unknown>): Promise<RegistryError> {
-  let result: unknown;
-  try {
-    result = await promise;
-  } catch (error) {
-    if (error instanceof RegistryError) return error;
-    throw error;
-  }
-  throw new Error(`expected a refusal, but the call succeeded: ${JSON.stringify(result)}`);
 }

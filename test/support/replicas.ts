@@ -1,14 +1,7 @@
-/**
- * Helpers for lifecycle, lease and fleet tests: a provisioned (not yet registered) fleet, direct
- * reads of replica and counter rows as the owner, the database clock, and waiting for a lease to
- * end on that clock.
- */
-import { expect } from "vitest";
 import type { LifecycleOperation } from "../../src/schemas.js";
 import type { LifecycleRequest, Registry } from "../../src/registry/registry.js";
-import { RegistryError } from "../../src/registry/errors.js";
 import type { TestDatabase } from "./database.js";
-import { binding, connectorType, instance, policy, registrationEvidence, replica, requestId, version, hostPrincipal } from "./fleet.js";
+import { hostPrincipal, publishTenantFleet, registrationEvidence, requestId } from "../../fixtures/records.js";
 
 export interface ProvisionedFleet {
   typeId: string;
@@ -21,34 +14,24 @@ export interface ProvisionedFleet {
 
 /**
  * One type and active version with one capability; per tenant one instance, bound to the
- * capability, with `replicasPerTenant` provisioned replicas that have not registered yet.
+ * capability, with `replicasPerTenant` provisioned replicas that have not registered yet
+ * (publishTenantFleet).
  */
 export async function provisionFleet(
   registry: Registry,
   options: { prefix: string; tenants?: string[]; replicasPerTenant?: number; capacity?: number; policy?: Record<string, unknown> },
 ): Promise<ProvisionedFleet> {
   const { prefix } = options;
-  const typeId = `ctype_${prefix}`;
-  const versionId = `cver_${prefix}_1`;
   const capability = `cap:${prefix}.run`;
-  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, [capability])];
-  const policyRef = options.policy ? `policy:${prefix}` : undefined;
-  if (policyRef) changes.push(policy(policyRef, options.policy));
-  const tenants: ProvisionedFleet["tenants"] = [];
-  for (const tenant of options.tenants ?? [`tenant-${prefix}`]) {
-    const instanceId = `cinst_${prefix}_${tenant}`;
-    changes.push(instance(instanceId, typeId, versionId, tenant));
-    changes.push(binding(tenant, capability, instanceId, policyRef ? { quota_policy_ref: policyRef } : {}));
-    const replicas: string[] = [];
-    for (let n = 0; n < (options.replicasPerTenant ?? 1); n++) {
-      const replicaId = `crepl_${prefix}_${tenant}_${n}`;
-      changes.push(replica(replicaId, instanceId, versionId, { capacity: options.capacity ?? 10 }));
-      replicas.push(replicaId);
-    }
-    tenants.push({ tenant, instanceId, replicas });
-  }
-  await registry.publish(changes);
-  return { typeId, versionId, capability, tenants, replicas: tenants.flatMap((t) => t.replicas) };
+  const fleet = await publishTenantFleet(registry, {
+    prefix,
+    tenants: options.tenants ?? [`tenant-${prefix}`],
+    capabilities: [capability],
+    replicaIds: (tenant) => Array.from({ length: options.replicasPerTenant ?? 1 }, (_, n) => `crepl_${prefix}_${tenant}_${n}`),
+    ...(options.capacity !== undefined ? { capacity: options.capacity } : {}),
+    ...(options.policy ? { policy: { ref: `policy:${prefix}`, overrides: options.policy } } : {}),
+  });
+  return { typeId: fleet.typeId, versionId: fleet.versionId, capability, tenants: fleet.tenants, replicas: fleet.replicas };
 }
 
 /**
@@ -87,11 +70,6 @@ export async function counters(db: TestDatabase): Promise<Record<string, number>
   return Object.fromEntries(rows.map((r) => [r.k, r.active]));
 }
 
-export async function catalogRevision(db: TestDatabase): Promise<number> {
-  const { rows } = await db.owner.query<{ revision: string }>("SELECT revision FROM aip_catalog_revision WHERE singleton");
-  return Number(rows[0]!.revision);
-}
-
 /** The database clock, in epoch milliseconds. */
 export async function dbNowMs(db: TestDatabase): Promise<number> {
   const { rows } = await db.owner.query<{ ms: string }>("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms");
@@ -124,17 +102,4 @@ export async function waitForLeaseEnd(db: TestDatabase, replicaIds: string[], ti
     if (Date.now() > deadline) throw new Error("leases did not end in time");
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-}
-
-/** Awaits a registry call that must fail with `code`; returns the error for further checks. */
-export async function expectProblem(call: Promise<unknown>, code: string): Promise<RegistryError> {
-  const error = await call.then(
-    () => {
-      throw new Error(`expected ${code}, but the call succeeded`);
-    },
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(RegistryError);
-  expect((error as RegistryError).code).toBe(code);
-  return error as RegistryError;
 }

@@ -5,11 +5,10 @@
  * (counters, replica state). Everything is published in one batch; replicas then register.
  */
 import type pg from "pg";
-import { RegistryError } from "../../src/registry/errors.js";
 import type { Registry } from "../../src/registry/registry.js";
-import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, version, hostPrincipal } from "./fleet.js";
+import { binding, connectorType, instance, policy, registerReplica, registrationEvidence, replica, version, hostPrincipal } from "../../fixtures/records.js";
 
-export interface ReplicaSpec {
+interface ReplicaSpec {
   name: string;
   region?: string;
   zone?: string;
@@ -19,7 +18,7 @@ export interface ReplicaSpec {
   register?: boolean;
 }
 
-export interface InstanceSpec {
+interface InstanceSpec {
   name: string;
   priority?: number;
   replicas: ReplicaSpec[];
@@ -108,18 +107,6 @@ export async function replicaState(owner: pg.Pool, replicaId: string): Promise<R
 export async function routeCount(owner: pg.Pool, tenant: string): Promise<number> {
   const { rows } = await owner.query<{ n: number }>("SELECT count(*)::int AS n FROM aip_route_assignments WHERE tenant_id = $1", [tenant]);
   return rows[0]!.n;
-}
-
-/** The RegistryError a call was refused with; fails if it succeeds or throws anything else. */
-export async function refused(promise: Promise<unknown>): Promise<RegistryError> {
-  let result: unknown;
-  try {
-    result = await promise;
-  } catch (error) {
-    if (error instanceof RegistryError) return error;
-    throw error;
-  }
-  throw new Error(`expected a refusal, but the call succeeded: ${JSON.stringify(result)}`);
 }
 
 /** Move a replica through its lifecycle as its host would (sequence-fenced). */

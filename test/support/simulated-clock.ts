@@ -1,8 +1,8 @@
 /**
- * A simulated clock for the lease-maintenance timer (src/maintenance-timer.ts): idle minutes pass
+ * A simulated clock for the lease-maintenance timer (src/maintenance/timer.ts): idle minutes pass
  * in a loop instead of in real time.
  */
-import type { MaintenanceClock } from "../../src/maintenance-timer.js";
+import type { MaintenanceClock } from "../../src/maintenance/timer.js";
 
 export const MINUTE = 60_000;
 

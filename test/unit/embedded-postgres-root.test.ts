@@ -1,7 +1,7 @@
 /**
  * Run as root from a directory others cannot enter (a clone under /root, any `mktemp -d`), the
  * embedded server's OS user cannot reach the installed binaries; the test support then runs a
- * copy it can reach (test/support/embedded-postgres.ts). Only root can arrange this: an ordinary
+ * copy it can reach (fixtures/embedded-postgres.ts). Only root can arrange this: an ordinary
  * user's run skips the file (CI runs it as root).
  */
 import { spawnSync } from "node:child_process";
@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { embeddedBinaries, runnableBinaries, serverUser, startEmbeddedServer } from "../support/embedded-postgres.js";
+import { embeddedBinaries, runnableBinaries, serverUser, startEmbeddedServer } from "../../fixtures/embedded-postgres.js";
 
 const root = process.getuid?.() === 0;
 

@@ -7,7 +7,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, type ApiResponse } from "../conformance/target.js";
-import { binding, connectorType, instance, policy, version } from "../support/fleet.js";
+import { binding, connectorType, instance, policy, version } from "../../fixtures/records.js";
 import { proxyStats, workerEnv, workerTarget } from "./support.js";
 
 const statements = async () => (await proxyStats()).statements;

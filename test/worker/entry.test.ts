@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { BUNDLED_ASSET_PREFIX, CDN_ASSET_PREFIX, SWAGGER_UI_FILES } from "../../src/docs/assets.js";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, expectProblem, smallFleet } from "../conformance/target.js";
-import { connectorType } from "../support/fleet.js";
+import { connectorType } from "../../fixtures/records.js";
 import { TRANSPORTS, callWorker, databaseUrlOf, mint, ownerSql, workerEnv, workerTarget } from "./support.js";
 
 describe("through the runtime's dispatch (SELF)", () => {

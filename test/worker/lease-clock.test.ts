@@ -1,5 +1,5 @@
 /**
- * Scale to zero on Workers: the LeaseClock Durable Object (src/lease-clock.ts) inside workerd,
+ * Scale to zero on Workers: the LeaseClock Durable Object (src/maintenance/lease-clock.ts) inside workerd,
  * with every statement counted and time-stamped by the local Neon proxy. An idle deployment has no
  * alarm and sends nothing through simulated minutes; live leases put the alarm at the earliest
  * deadline and statements come only at or after it; once the last lease has expired its capacity
@@ -17,8 +17,8 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Pool } from "@neondatabase/serverless";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { LEASE_CLOCK_NAME } from "../../src/lease-clock.js";
-import worker, { type LeaseClock } from "../../src/worker.js";
+import { LEASE_CLOCK_NAME } from "../../src/maintenance/lease-clock.js";
+import worker, { type LeaseClock } from "../../dev/worker.js";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, expectProblem, lifecycleRequestId, sleep, smallFleet, type SmallFleet } from "../conformance/target.js";
 import { ownerSql, ownerUrl, proxyStats, registryStatements, resetProxyStats, suspendDatabase, workerEnv, workerTarget } from "./support.js";

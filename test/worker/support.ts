@@ -8,7 +8,7 @@ import { neon } from "@neondatabase/serverless";
 import { inject } from "vitest";
 import type { Scope } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
-import worker, { type WorkerEnv } from "../../src/worker.js";
+import worker, { type DevWorkerEnv as WorkerEnv } from "../../dev/worker.js";
 import type { ConformanceTarget } from "../conformance/index.js";
 
 export type Transport = "http" | "websocket";

@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, type ApiResponse, lifecycleRequestId, publishFleet, smallFleet, type SmallFleet } from "../conformance/target.js";
-import { connectorType } from "../support/fleet.js";
+import { connectorType } from "../../fixtures/records.js";
 import { TRANSPORTS, proxyStats, workerEnv, workerTarget, type ProxyStats, type Transport } from "./support.js";
 
 interface Traffic {

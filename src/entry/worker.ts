@@ -14,134 +14,46 @@
  *   (a `Pool` per request, ended with waitUntil).
  * - NEON_HTTP_TIMEOUT_MS: the longest wait for one statement on the HTTP transport (default 15 s:
  *   a compute waking from suspension plus a full statement timeout), then 503 `storage`.
- * - NEON_LOCAL_PROXY: development and tests only, the URL of dev/neon-proxy.ts.
- * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads.
- * - CATALOG_CACHE (`true` by default): catalog answers kept in the location's Cache API;
+ * Development and tests run dev/worker.ts, this Worker pointed at the local Neon proxy.
+ * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads;
+ *   CATALOG_REPLICA_MAX_LAG_MS (1000 by default): the most replay lag its answers may have
+ *   (src/catalog/replica.ts; further behind, the read goes to DATABASE_URL).
+ * - CATALOG_CACHE (on by default; `true`/`false` or `1`/`0`, as every flag): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
- * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/lease-clock.ts), exported below.
+ * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/maintenance/lease-clock.ts), exported below.
  * - ROUTE_RETENTION_DAYS, ROUTE_RETENTION_REQUIRE_EXPORT: route retention, run in the clock's
- *   cycles (src/route-retention.ts).
+ *   cycles (src/maintenance/route-retention.ts).
  *
  * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
  * `storage` until it matches. Lease maintenance runs from the LeaseClock's alarm, only when a
  * lease can have ended: there is no cron trigger, and an idle deployment sends no statement.
  */
-import { neonConfig } from "@neondatabase/serverless";
 import type { ExecutionContext } from "hono";
-import { z } from "zod";
-import { createApp } from "./app.js";
-import { ConfigSchema } from "./config.js";
-import type { SqlExecutor } from "./db/executor.js";
-import { RequestPools, neonHttpExecutor, type NeonTransport } from "./db/neon.js";
-import { SchemaGate } from "./registry/schema-gate.js";
-import { EdgeCatalogCache, type EdgeCache } from "./catalog/edge-cache.js";
-import { ConfirmedRevision } from "./catalog/serve.js";
-import { pointNeonAtLocalProxy } from "./dev/neon-local.js";
-import { authenticatorFrom, type Authenticator } from "./http/auth.js";
-import { refineVerifierSettings } from "./http/auth-settings.js";
-import { PROBLEM_CONTENT_TYPE } from "./http/problem.js";
-import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "./lease-clock.js";
-import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "./maintenance.js";
-import { ChangeHistorySchedule, changeHistorySettings } from "./catalog/change-history.js";
-import { RetentionSchedule, retentionSettings, type RetentionSettings } from "./route-retention.js";
-import { NEON_HTTP_TIMEOUT_MS } from "./limits.js";
-import { jsonLines } from "./observability/access-log.js";
-import { PROBLEM_TITLES } from "./registry/errors.js";
-import { Registry } from "./registry/registry.js";
+import { appOptions, createApp } from "../app.js";
+import { WorkerConfigSchema, type WorkerConfig, type WorkerSetting } from "../config.js";
+import type { SqlExecutor } from "../db/executor.js";
+import { RequestPools, neonHttpExecutor } from "../db/neon.js";
+import { SchemaGate } from "../registry/schema-gate.js";
+import { EdgeCatalogCache, type EdgeCache } from "../catalog/edge-cache.js";
+import { ConfirmedRevision } from "../catalog/serve.js";
+import { authenticatorFrom, type Authenticator } from "../http/auth.js";
+import { PROBLEM_CONTENT_TYPE, problemDocument } from "../http/problem.js";
+import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "../maintenance/lease-clock.js";
+import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "../maintenance/cycle.js";
+import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-history.js";
+import { RetentionSchedule, retentionSettings, type RetentionSettings } from "../maintenance/route-retention.js";
+import { jsonLines } from "../observability/access-log.js";
+import { RegistryError } from "../registry/errors.js";
+import { Registry } from "../registry/registry.js";
+import { CatalogReplica } from "../catalog/replica.js";
 
-export interface WorkerEnv {
-  DATABASE_URL?: string;
-  CONTROL_DATABASE_URL?: string;
-  AUTH_HS256_SECRET?: string;
-  AUTH_JWKS_URL?: string;
-  AUTH_ISSUER?: string;
-  AUTH_AUDIENCE?: string;
-  AUTH_ALLOW_ANY_ISSUER?: string;
-  AUTH_ALGORITHMS?: string;
-  AUTH_TYP?: string;
-  AUTH_MAX_TOKEN_LIFETIME_S?: string;
-  AUTH_JWKS_MAX_AGE_MS?: string;
-  AUTH_JWKS_COOLDOWN_MS?: string;
-  AUTH_JWKS_GRACE_MS?: string;
-  AUTH_JWKS_TIMEOUT_MS?: string;
-  AUTH_JWKS_MAX_BYTES?: string;
-  NEON_TRANSPORT?: string;
-  NEON_LOCAL_PROXY?: string;
-  ACCESS_LOG?: string;
-  BODY_LIMIT_BYTES?: string;
-  ADMIN_BODY_LIMIT_BYTES?: string;
-  LEASE_EXPIRY_BATCH?: string;
-  LEASE_EXPIRY_MAX_BATCHES?: string;
-  CATALOG_DATABASE_URL?: string;
-  CATALOG_CACHE?: string;
-  CATALOG_MAX_STALENESS_MS?: string;
-  LEASE_MAINTENANCE_INTERVAL_MS?: string;
-  ALLOW_REGISTRATION_WITHOUT_EVIDENCE?: string;
-  ROUTE_RETENTION_DAYS?: string;
-  ROUTE_RETENTION_REQUIRE_EXPORT?: string;
-  CATALOG_CHANGES_KEEP_REVISIONS?: string;
-  CATALOG_CHANGES_KEEP_SECONDS?: string;
-  NEON_HTTP_TIMEOUT_MS?: string;
-  LEASE_CLOCK?: ClockNamespace;
-}
+/** The Worker's bindings: its settings (src/config.ts WorkerConfigSchema) and the lease clock. */
+export type WorkerEnv = { [Name in WorkerSetting]?: string } & { LEASE_CLOCK?: ClockNamespace };
 
 /** The part of the Workers ExecutionContext used here. */
 export interface WaitUntil {
   waitUntil(promise: Promise<unknown>): void;
 }
-
-const WorkerConfigSchema = ConfigSchema.pick({
-  DATABASE_URL: true,
-  CONTROL_DATABASE_URL: true,
-  AUTH_HS256_SECRET: true,
-  AUTH_JWKS_URL: true,
-  AUTH_ISSUER: true,
-  AUTH_AUDIENCE: true,
-  AUTH_ALLOW_ANY_ISSUER: true,
-  AUTH_ALGORITHMS: true,
-  AUTH_TYP: true,
-  AUTH_MAX_TOKEN_LIFETIME_S: true,
-  AUTH_JWKS_MAX_AGE_MS: true,
-  AUTH_JWKS_COOLDOWN_MS: true,
-  AUTH_JWKS_GRACE_MS: true,
-  AUTH_JWKS_TIMEOUT_MS: true,
-  AUTH_JWKS_MAX_BYTES: true,
-  ACCESS_LOG: true,
-  BODY_LIMIT_BYTES: true,
-  ADMIN_BODY_LIMIT_BYTES: true,
-  LEASE_EXPIRY_BATCH: true,
-  LEASE_EXPIRY_MAX_BATCHES: true,
-  CATALOG_DATABASE_URL: true,
-  CATALOG_MAX_STALENESS_MS: true,
-  LEASE_MAINTENANCE_INTERVAL_MS: true,
-  ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,
-  ROUTE_RETENTION_DAYS: true,
-  ROUTE_RETENTION_REQUIRE_EXPORT: true,
-  CATALOG_CHANGES_KEEP_REVISIONS: true,
-  CATALOG_CHANGES_KEEP_SECONDS: true,
-})
-  .extend({
-    NEON_TRANSPORT: z
-      .enum(["http", "websocket"])
-      .optional()
-      .transform((v): NeonTransport => v ?? "http"),
-    NEON_HTTP_TIMEOUT_MS: z.coerce
-      .number()
-      .int()
-      .min(NEON_HTTP_TIMEOUT_MS.min)
-      .max(NEON_HTTP_TIMEOUT_MS.max)
-      .optional()
-      .transform((v) => v ?? NEON_HTTP_TIMEOUT_MS.default),
-    NEON_LOCAL_PROXY: z.url({ protocol: /^https?$/ }).optional(),
-    CATALOG_CACHE: z
-      .enum(["true", "false"])
-      .optional()
-      .transform((v) => v !== "false"),
-  })
-  .superRefine(refineVerifierSettings)
-  .refine((config) => config.DATABASE_URL, { path: ["DATABASE_URL"], message: "is required (the data role's connection string)" });
-
-type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 
 /** Everything that lives as long as the isolate: parsed config, auth, the schema gate, the lease clock's notifier. */
 class WorkerRuntime implements ClockHost {
@@ -153,7 +65,12 @@ class WorkerRuntime implements ClockHost {
   private readonly retentionSchedule: RetentionSchedule | undefined;
   /** Trimming of the catalog change feed's history, within the LeaseClock's cycles. */
   private readonly changeHistory: ChangeHistorySchedule;
-  /** The newest catalog revision of each tenant this isolate has seen confirmed, for every app it builds. */
+  /**
+   * The catalog replica's state for every registry this isolate builds: the revision floors that
+   * keep its answers from going backwards, its lag bound and its backoff (src/catalog/replica.ts).
+   */
+  private catalogReplica: CatalogReplica | undefined;
+  /** The newest catalog revision this isolate has seen confirmed, for every app it builds. */
   readonly confirmedRevision = new ConfirmedRevision();
   /** The location's catalog cache (Cache API, behind an in-isolate memory cache); none when disabled or unavailable. */
   private readonly catalogCache: EdgeCatalogCache | undefined;
@@ -164,7 +81,7 @@ class WorkerRuntime implements ClockHost {
   private sharedApp: ReturnType<typeof createApp> | undefined;
 
   constructor(
-    readonly config: WorkerConfig & { DATABASE_URL: string },
+    readonly config: WorkerConfig,
     clock: ClockNamespace | undefined,
   ) {
     this.authenticator = authenticatorFrom(config);
@@ -187,31 +104,29 @@ class WorkerRuntime implements ClockHost {
     const data = open(this.config.DATABASE_URL);
     const control = this.config.CONTROL_DATABASE_URL ? open(this.config.CONTROL_DATABASE_URL) : undefined;
     const catalog = this.config.CATALOG_DATABASE_URL ? open(this.config.CATALOG_DATABASE_URL) : undefined;
+    const guarded = catalog ? this.gate.guard(catalog, data) : undefined;
+    // The state outlives the executor: it reads through whichever executor this request has.
+    if (guarded) this.catalogReplica ??= new CatalogReplica(guarded, { maxLagMs: this.config.CATALOG_REPLICA_MAX_LAG_MS });
     return new Registry({
       data: this.gate.guard(data),
       ...(control ? { control: this.gate.guard(control, data) } : {}),
-      ...(catalog ? { catalog: this.gate.guard(catalog, data) } : {}),
+      ...(guarded && this.catalogReplica ? { catalog: guarded, catalogReplica: this.catalogReplica.over(guarded) } : {}),
     });
   }
 
   app(registry: Registry) {
-    return createApp({
-      registry,
-      authenticator: this.authenticator,
-      bodyLimitBytes: this.config.BODY_LIMIT_BYTES,
-      adminBodyLimitBytes: this.config.ADMIN_BODY_LIMIT_BYTES,
-      ...(this.config.ACCESS_LOG ? { log: jsonLines() } : {}),
-      catalog: {
-        ...(this.catalogCache ? { cache: this.catalogCache } : {}),
-        maxStalenessMs: this.config.CATALOG_MAX_STALENESS_MS,
-        confirmed: this.confirmedRevision,
-      },
-      ...(this.notifier ? { onLease: this.notifier.notify } : {}),
-      allowRegistrationWithoutEvidence: this.config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
-      ...(this.retention ? { routeRetention: this.retention } : {}),
-      // The Swagger UI files would triple the bundle: /docs loads them, pinned, from the CDN.
-      docsAssets: "cdn",
-    });
+    return createApp(
+      appOptions(this.config, {
+        registry,
+        authenticator: this.authenticator,
+        log: this.config.ACCESS_LOG ? jsonLines() : undefined,
+        onLease: this.notifier?.notify,
+        routeRetention: this.retention,
+        catalog: { ...(this.catalogCache ? { cache: this.catalogCache } : {}), confirmed: this.confirmedRevision },
+        // The Swagger UI files would triple the bundle: /docs loads them, pinned, from the CDN.
+        docsAssets: "cdn",
+      }),
+    );
   }
 
   async fetch(request: Request, ctx: WaitUntil): Promise<Response> {
@@ -265,8 +180,7 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
         "LEASE_CLOCK: the lease clock's Durable Object binding is missing (see wrangler.toml); LEASE_MAINTENANCE_INTERVAL_MS=0 runs without lease maintenance",
       );
     }
-    if (parsed.data.NEON_LOCAL_PROXY) pointNeonAtLocalProxy(neonConfig, parsed.data.NEON_LOCAL_PROXY);
-    runtime = new WorkerRuntime(parsed.data as WorkerConfig & { DATABASE_URL: string }, env.LEASE_CLOCK);
+    runtime = new WorkerRuntime(parsed.data as WorkerConfig, env.LEASE_CLOCK);
     if (runtimes.size >= 8) runtimes.delete(runtimes.keys().next().value as string);
     runtimes.set(key, runtime);
   }
@@ -276,13 +190,7 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
 /** A deployment mistake: logged in full, answered without details. */
 function misconfigured(error: unknown): Response {
   console.error(JSON.stringify({ level: "error", msg: "worker misconfigured", error: error instanceof Error ? error.message : String(error) }));
-  const body = {
-    type: "https://aip.dev/problems/internal",
-    title: PROBLEM_TITLES.internal,
-    status: 500,
-    detail: "the registry Worker is misconfigured; see its logs",
-    code: "internal",
-  };
+  const body = problemDocument(new RegistryError("internal", "the registry Worker is misconfigured; see its logs"));
   return new Response(JSON.stringify(body), { status: 500, headers: { "content-type": PROBLEM_CONTENT_TYPE } });
 }
 

@@ -21,28 +21,30 @@ import { pathToFileURL } from "node:url";
 import { getRequestListener } from "@hono/node-server";
 import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
-import { createApp, type PoolUsage } from "./app.js";
-import { MemoryCatalogCache } from "./catalog/cache.js";
-import { loadConfig, type Config } from "./config.js";
-import { migrate } from "./db/migrate.js";
-import { createPgPool, pgExecutor, redactUrl, withPgSession } from "./db/pg.js";
-import { openPglite, pgliteExecutor, pgliteSession } from "./db/pglite.js";
-import { verifySchema } from "./registry/schema-check.js";
-import { authenticatorFrom } from "./http/auth.js";
-import { bindRefusal } from "./http/bind-check.js";
-import { mintToken } from "./http/tokens.js";
-import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "./maintenance-timer.js";
-import { nodeCompressor } from "./node/compression.js";
-import { pgliteOpenFailure } from "./node/data-dir-check.js";
-import { lockDataDir, type DataDirLock } from "./node/data-dir-lock.js";
-import { drainable, type Drainable, type DrainReport } from "./node/drain.js";
-import { serveUntilSignal } from "./node/signals.js";
-import { installTransport, TRANSPORT_SERVER_OPTIONS } from "./node/transport.js";
-import { ChangeHistorySchedule, changeHistorySettings } from "./catalog/change-history.js";
-import { RetentionSchedule, retentionSettings } from "./route-retention.js";
-import { jsonLines } from "./observability/access-log.js";
-import { nodeMetrics } from "./observability/node-metrics.js";
-import { Registry } from "./registry/registry.js";
+import { appOptions, createApp, type PoolUsage } from "../app.js";
+import { MemoryCatalogCache } from "../catalog/cache.js";
+import { CatalogReplica } from "../catalog/replica.js";
+import { CATALOG_REPLICA_CONNECT_TIMEOUT_MS } from "../limits.js";
+import { loadConfig, type Config } from "../config.js";
+import { migrate } from "../db/migrate.js";
+import { createPgPool, pgExecutor, redactUrl, withPgSession } from "../db/pg.js";
+import { openPglite, pgliteExecutor, pgliteSession } from "../db/pglite.js";
+import { verifySchema } from "../registry/schema-check.js";
+import { authenticatorFrom } from "../http/auth.js";
+import { bindRefusal } from "../http/bind-check.js";
+import { mintToken } from "../http/tokens.js";
+import { createMaintenanceTimer, type MaintenanceClock, type MaintenanceTimer } from "../maintenance/timer.js";
+import { nodeCompressor } from "../node/compression.js";
+import { pgliteOpenFailure } from "../node/data-dir-check.js";
+import { lockDataDir, type DataDirLock } from "../node/data-dir-lock.js";
+import { drainable, type Drainable, type DrainReport } from "../node/drain.js";
+import { serveUntilSignal } from "../node/signals.js";
+import { installTransport, TRANSPORT_SERVER_OPTIONS } from "../node/transport.js";
+import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-history.js";
+import { RetentionSchedule, retentionSettings } from "../maintenance/route-retention.js";
+import { jsonLines } from "../observability/access-log.js";
+import { nodeMetrics } from "../observability/node-metrics.js";
+import { Registry } from "../registry/registry.js";
 
 export interface RunningServer {
   url: string;
@@ -221,9 +223,16 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
         max: config.DB_POOL_MAX,
         statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
         applicationName: "aip-registry-catalog",
+        // An unreachable replica costs at most this before the read goes to the primary; a
+        // replica that stops answering mid-session, its statement timeout and a second more.
+        connectionTimeoutMs: CATALOG_REPLICA_CONNECT_TIMEOUT_MS,
+        ...(config.DB_STATEMENT_TIMEOUT_MS > 0 ? { queryTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS + 1_000 } : {}),
       })
     : undefined;
-  const catalog = catalogPool ? { catalog: pgExecutor(catalogPool) } : {};
+  const catalogExecutor = catalogPool ? pgExecutor(catalogPool) : undefined;
+  const catalog = catalogExecutor
+    ? { catalog: catalogExecutor, catalogReplica: new CatalogReplica(catalogExecutor, { maxLagMs: config.CATALOG_REPLICA_MAX_LAG_MS }) }
+    : {};
   const catalogUsage = (): PoolUsage[] => (catalogPool ? [usage(catalogPool, "catalog")] : []);
   if (config.REGISTRY_MODE === "data-plane") {
     // No control credentials, no control pool: publications and admin reads are 403 (Registry refuses control calls).
@@ -319,8 +328,8 @@ export async function startServer(
 
   const authenticator = authenticatorFrom({ ...config, AUTH_HS256_SECRET: secret });
   // Lease maintenance runs when a lease can end: at start-up, then at the deadlines it learns from
-  // the database and from the lifecycle answers this server gives (src/maintenance-timer.ts).
-  // Route retention rides on its cycles (src/route-retention.ts).
+  // the database and from the lifecycle answers this server gives (src/maintenance/timer.ts).
+  // Route retention rides on its cycles (src/maintenance/route-retention.ts).
   const retention = retentionSettings(config);
   const maintenance =
     config.LEASE_MAINTENANCE_INTERVAL_MS > 0
@@ -339,33 +348,31 @@ export async function startServer(
       : undefined;
   const accessLog = config.ACCESS_LOG ? jsonLines() : undefined;
   const transport = installTransport(server, accessLog ? { log: accessLog } : {});
-  const app = createApp({
-    registry,
-    authenticator,
-    bodyLimitBytes: config.BODY_LIMIT_BYTES,
-    adminBodyLimitBytes: config.ADMIN_BODY_LIMIT_BYTES,
-    transportFailure: transport.transportFailure,
-    ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
-    catalog: {
-      ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
-      maxStalenessMs: config.CATALOG_MAX_STALENESS_MS,
-      sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
-    },
-    ...(accessLog ? { log: accessLog } : {}),
-    ...(config.METRICS
-      ? {
-          metrics: nodeMetrics(config, {
-            pools: database.pools,
-            transportRefusals: transport.refusals,
-            maintenance,
-            ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
-          }),
-        }
-      : {}),
-    ...(maintenance ? { onLease: (notice) => maintenance.note(notice.expires_at) } : {}),
-    allowRegistrationWithoutEvidence: config.ALLOW_REGISTRATION_WITHOUT_EVIDENCE,
-    ...(retention ? { routeRetention: retention } : {}),
-  });
+  const app = createApp(
+    appOptions(config, {
+      registry,
+      authenticator,
+      log: accessLog,
+      onLease: maintenance ? (notice) => maintenance.note(notice.expires_at) : undefined,
+      routeRetention: retention,
+      transportFailure: transport.transportFailure,
+      ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
+      catalog: {
+        ...(config.CATALOG_CACHE_BYTES > 0 ? { cache: new MemoryCatalogCache(config.CATALOG_CACHE_BYTES) } : {}),
+        sharedRevisionCheck: config.CATALOG_SHARED_REVISION_CHECK,
+      },
+      ...(config.METRICS
+        ? {
+            metrics: nodeMetrics(config, {
+              pools: database.pools,
+              transportRefusals: transport.refusals,
+              maintenance,
+              ...(authenticator.keySet ? { keySet: authenticator.keySet } : {}),
+            }),
+          }
+        : {}),
+    }),
+  );
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
   maintenance?.start();
 
@@ -426,7 +433,7 @@ async function printDevelopmentTokens(secret: string, url: string, dataDir: stri
   );
 }
 
-// `npm start` (node dist/node.js), or `tsx src/node.ts` in development.
+// `npm start` (node dist/entry/node.js), or `tsx src/entry/node.ts` in development.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   serveUntilSignal(() => startServer()).then(
     (code) => process.exit(code),

@@ -1,6 +1,6 @@
 /**
  * The operator CLI: `npx --no-install aip-registry <command>` (bin/aip-registry.mjs runs this
- * file compiled, dist/cli.js).
+ * file compiled, dist/entry/cli.js).
  *
  * Transport per command: `migrate` talks SQL (it must: a Worker never migrates); `serve` starts
  * the Node server; `apply`, `status`, `doctor`, `expire-leases`, `routes` and `catalog` talk to the HTTP API
@@ -12,12 +12,12 @@
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { RegistryProblem } from "./client.js";
-import { MigrationError } from "./db/migrate.js";
-import { LEASE_EXPIRY_BATCH, ROUTE_RETENTION_BATCH } from "./limits.js";
-import { RegistryError } from "./registry/errors.js";
-import { EXIT, type CommandContext, type Io } from "./cli/context.js";
-import { Annotated, FleetFileError, RegistryUnreachable, UsageError } from "./cli/errors.js";
+import { RegistryProblem } from "../client.js";
+import { MigrationError } from "../db/migrate.js";
+import { LEASE_EXPIRY_BATCH, ROUTE_RETENTION_BATCH } from "../limits.js";
+import { RegistryError } from "../registry/errors.js";
+import { EXIT, type CommandContext, type Io } from "../cli/context.js";
+import { Annotated, FleetFileError, RegistryUnreachable, UsageError } from "../cli/errors.js";
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
@@ -43,31 +43,31 @@ const COMMANDS: Record<string, Command> = {
     usage:
       "migrate [--database-url URL | --data-dir DIR] [--json]\n  SQL: --database-url, else CONTROL_DATABASE_URL or DATABASE_URL, else the embedded PGlite under DIR/pglite (default .data).",
     options: { "database-url": { type: "string" }, "data-dir": { type: "string" }, json: { type: "boolean" } },
-    run: async (ctx) => (await import("./cli/server.js")).migrate(ctx),
+    run: async (ctx) => (await import("../cli/server.js")).migrate(ctx),
   },
   serve: {
     summary: "Start the HTTP server (same as npm start)",
     usage: "serve [--port N] [--host H] [--data-dir DIR] [--database-url URL]\n  Every other setting comes from the environment (see README: configuration).",
     options: { port: { type: "string" }, host: { type: "string" }, "data-dir": { type: "string" }, "database-url": { type: "string" } },
-    run: async (ctx) => (await import("./cli/server.js")).serve(ctx),
+    run: async (ctx) => (await import("../cli/server.js")).serve(ctx),
   },
   apply: {
     summary: "Publish a fleet file (YAML or JSON) as one batch; --dry-run shows the diff",
     usage: "apply -f FILE [--dry-run] [--json] [--url URL] [--token T | --database-url URL]",
     options: { ...HTTP, file: { type: "string", short: "f" }, "dry-run": { type: "boolean" } },
-    run: async (ctx) => (await import("./cli/apply.js")).apply(ctx),
+    run: async (ctx) => (await import("../cli/apply.js")).apply(ctx),
   },
   status: {
     summary: "Show the fleet status as tables",
     usage: "status [--json] [--url URL] [--token T | --database-url URL]",
     options: HTTP,
-    run: async (ctx) => (await import("./cli/fleet.js")).status(ctx),
+    run: async (ctx) => (await import("../cli/fleet.js")).status(ctx),
   },
   "expire-leases": {
     summary: "Expire stale replica leases now and release their routes",
     usage: `expire-leases [--limit N] [--all] [--json] [--url URL] [--token T | --database-url URL]\n  --limit: replicas per batch (default ${LEASE_EXPIRY_BATCH.default}, at most ${LEASE_EXPIRY_BATCH.max}); --all: repeat until a batch comes back short.`,
     options: { ...HTTP, limit: { type: "string" }, all: { type: "boolean" } },
-    run: async (ctx) => (await import("./cli/fleet.js")).expireLeases(ctx),
+    run: async (ctx) => (await import("../cli/fleet.js")).expireLeases(ctx),
   },
   routes: {
     summary: "Export released routes as NDJSON (routes export), or run route retention now (routes prune)",
@@ -92,7 +92,7 @@ const COMMANDS: Record<string, Command> = {
       "retention-days": { type: "string" },
       "require-export": { type: "boolean" },
     },
-    run: async (ctx) => (await import("./cli/routes.js")).routes(ctx),
+    run: async (ctx) => (await import("../cli/routes.js")).routes(ctx),
   },
   catalog: {
     summary: "Show what changed in a tenant's catalog after a revision (catalog changes --since R)",
@@ -102,13 +102,13 @@ const COMMANDS: Record<string, Command> = {
       "  and the revision that brings you to. The tenant is the token's (a token minted from AUTH_HS256_SECRET takes --tenant);\n" +
       "  over SQL, --tenant. Exit 1 with changes-expired when R is older than the history kept: list the catalog again.",
     options: { ...HTTP, since: { type: "string" }, tenant: { type: "string" }, limit: { type: "string" } },
-    run: async (ctx) => (await import("./cli/catalog.js")).catalog(ctx),
+    run: async (ctx) => (await import("../cli/catalog.js")).catalog(ctx),
   },
   doctor: {
     summary: "Check readiness and the registry's invariants (exit 1 on a problem)",
     usage: "doctor [--json] [--url URL] [--token T | --database-url URL]",
     options: HTTP,
-    run: async (ctx) => (await import("./cli/fleet.js")).doctor(ctx),
+    run: async (ctx) => (await import("../cli/fleet.js")).doctor(ctx),
   },
   registration: {
     summary: "Print the register body a replica's host sends, as a fleet file admits it (local)",
@@ -117,7 +117,7 @@ const COMMANDS: Record<string, Command> = {
       "  The artifact and manifest digests of the replica's version, its instance's config_revision and the version's\n" +
       "  capability count: what the registry checks at register. The registry is not contacted.",
     options: { file: { type: "string", short: "f" }, "request-id": { type: "string" }, "lease-ttl-ms": { type: "string" } },
-    run: async (ctx) => (await import("./cli/registration.js")).registration(ctx),
+    run: async (ctx) => (await import("../cli/registration.js")).registration(ctx),
   },
   token: {
     summary: "Mint a development token (HS256, the server's secret)",
@@ -137,13 +137,13 @@ const COMMANDS: Record<string, Command> = {
       url: { type: "string" },
       "data-dir": { type: "string" },
     },
-    run: async (ctx) => (await import("./cli/token.js")).token(ctx),
+    run: async (ctx) => (await import("../cli/token.js")).token(ctx),
   },
 };
 
 function version(): string {
   try {
-    return (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+    return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
   } catch {
     return "unknown";
   }
@@ -247,5 +247,5 @@ export async function run(): Promise<void> {
   setTimeout(() => process.exit(code), 2000).unref();
 }
 
-// `node dist/cli.js ...`, or `tsx src/cli.ts ...` in development; the bin imports run() instead.
+// `node dist/entry/cli.js ...`, or `tsx src/entry/cli.ts ...` in development; the bin imports run() instead.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await run();

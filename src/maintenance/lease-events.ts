@@ -1,6 +1,6 @@
 /**
  * How a runtime learns lease deadlines from the answers the app serves, so that lease maintenance
- * can run when a lease can end instead of on a fixed clock (src/maintenance.ts). Runtime-neutral:
+ * can run when a lease can end instead of on a fixed clock (src/maintenance/cycle.ts). Runtime-neutral:
  * the Node server feeds its timer; the Worker tells its LeaseClock Durable Object after the
  * response (waitUntil), so a host never waits for it.
  */

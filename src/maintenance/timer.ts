@@ -5,14 +5,14 @@
  * answers, lease-expiry calls). With no live lease no timer is armed at all, so an idle server
  * sends the database nothing. Failures back off (doubling, ±20 % jitter, at most 30 s) until a
  * cycle succeeds. Node only (the timer must not keep the process alive); the Worker's
- * counterpart is the LeaseClock Durable Object's alarm (src/lease-clock.ts).
+ * counterpart is the LeaseClock Durable Object's alarm (src/maintenance/lease-clock.ts).
  *
  * Several servers on one database each follow the deadlines they learn plus the database's
  * earliest one, so together they cover every live lease; concurrent cycles take disjoint batches.
  */
-import type { Registry } from "./registry/registry.js";
-import { backoff, planNextCycle, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle, type MaintenanceStats } from "./maintenance.js";
-import type { ChangeHistorySchedule } from "./catalog/change-history.js";
+import type { ChangeHistorySchedule } from "../catalog/change-history.js";
+import type { Registry } from "../registry/registry.js";
+import { backoff, planNextCycle, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle, type MaintenanceStats } from "./cycle.js";
 import type { RetentionSchedule } from "./route-retention.js";
 
 /** Time and timers, injectable so tests can drive a simulated clock. */
@@ -22,7 +22,7 @@ export interface MaintenanceClock {
   clearTimer(timer: unknown): void;
 }
 
-export const systemClock: MaintenanceClock = {
+const systemClock: MaintenanceClock = {
   now: () => Date.now(),
   setTimer(run, delayMs) {
     // setTimeout's longest delay is 2^31 - 1 ms; leases last at most 5 minutes anyway.
@@ -59,7 +59,7 @@ export function createMaintenanceTimer(
     /** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS), > 0. */
     minIntervalMs: number;
     bounds?: MaintenanceBounds;
-    /** Route retention, run within these cycles (src/route-retention.ts); none: routes are kept. */
+    /** Route retention, run within these cycles (src/maintenance/route-retention.ts); none: routes are kept. */
     retention?: RetentionSchedule;
     /** The catalog change feed's history, trimmed within these cycles (src/catalog/change-history.ts). */
     changeHistory?: ChangeHistorySchedule;

@@ -2,7 +2,7 @@
  * Route retention at run time: which maintenance cycles also remove released routes past the
  * evidence window (functions/82_retention.sql), and how many.
  *
- * Retention rides on the lease-maintenance cycles (src/maintenance.ts), which run only when a
+ * Retention rides on the lease-maintenance cycles (src/maintenance/cycle.ts), which run only when a
  * lease can have ended, so an idle deployment still sends the database nothing. Within them it
  * runs at most once per ROUTE_RETENTION_PAUSE_MS (15 minutes), and not before the oldest released
  * route can be due (the previous run's `next_due`); a process that does not know yet (just
@@ -16,8 +16,8 @@
  * /v1/fleet/route-retention`, `aip-registry routes prune`). The table cannot grow meanwhile: new
  * routes need live leases.
  */
-import { ROUTE_RETENTION_BATCH, ROUTE_RETENTION_PAUSE_MS } from "./limits.js";
-import type { Registry } from "./registry/registry.js";
+import { ROUTE_RETENTION_BATCH, ROUTE_RETENTION_PAUSE_MS } from "../limits.js";
+import type { Registry } from "../registry/registry.js";
 
 export interface RetentionSettings {
   /** ROUTE_RETENTION_DAYS, at least 1 (0 turns retention off: then there is no schedule at all). */
@@ -42,7 +42,7 @@ export interface RetentionCycle {
 }
 
 /** Up to `maxBatches` retention batches, stopping at the first short one. */
-export async function removeSettledRoutes(registry: Registry, settings: RetentionSettings): Promise<RetentionCycle> {
+async function removeSettledRoutes(registry: Registry, settings: RetentionSettings): Promise<RetentionCycle> {
   const cycle: RetentionCycle = { removed: 0, batches: 0, backlog: false, next_due: null };
   while (cycle.batches < settings.maxBatches) {
     const result = await registry.removeSettledRoutes(settings.days, settings.requireExport, settings.batchSize);

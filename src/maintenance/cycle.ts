@@ -5,16 +5,16 @@
  * running it late or twice is harmless, each batch is its own transaction.
  *
  * Nothing runs on a fixed clock: a cycle is due only when a lease can have ended. The Worker's
- * LeaseClock Durable Object (src/lease-clock.ts) and the Node server's timer
- * (src/maintenance-timer.ts) both run a cycle at the earliest deadline they know and take the next
+ * LeaseClock Durable Object (src/maintenance/lease-clock.ts) and the Node server's timer
+ * (src/maintenance/timer.ts) both run a cycle at the earliest deadline they know and take the next
  * one from the cycle's `next_deadline`; with no live lease there is no next cycle at all, so an
  * idle deployment sends the database nothing. Route retention runs within these cycles
- * (src/route-retention.ts), and so does trimming the catalog change feed's history
+ * (src/maintenance/route-retention.ts), and so does trimming the catalog change feed's history
  * (src/catalog/change-history.ts).
  */
-import { LEASE_EXPIRY_BATCH, LEASE_EXPIRY_MAX_BATCHES, LEASE_MAINTENANCE_INTERVAL_MS } from "./limits.js";
-import type { Registry } from "./registry/registry.js";
-import type { ChangeHistoryCycle, ChangeHistorySchedule } from "./catalog/change-history.js";
+import { LEASE_EXPIRY_BATCH, LEASE_EXPIRY_MAX_BATCHES, LEASE_MAINTENANCE_INTERVAL_MS } from "../limits.js";
+import type { ChangeHistoryCycle, ChangeHistorySchedule } from "../catalog/change-history.js";
+import type { Registry } from "../registry/registry.js";
 import type { RetentionCycle, RetentionSchedule } from "./route-retention.js";
 
 export interface MaintenanceBounds {
@@ -25,7 +25,7 @@ export interface MaintenanceBounds {
 }
 
 /** The reference daemon's bounds: up to 8 batches of 500 per cycle. */
-export const DEFAULT_MAINTENANCE: MaintenanceBounds = { batchSize: LEASE_EXPIRY_BATCH.default, maxBatches: LEASE_EXPIRY_MAX_BATCHES.default };
+const DEFAULT_MAINTENANCE: MaintenanceBounds = { batchSize: LEASE_EXPIRY_BATCH.default, maxBatches: LEASE_EXPIRY_MAX_BATCHES.default };
 
 /** The shortest pause between two cycles (LEASE_MAINTENANCE_INTERVAL_MS) unless configured. */
 export const DEFAULT_MIN_INTERVAL_MS = LEASE_MAINTENANCE_INTERVAL_MS.default;
@@ -39,7 +39,7 @@ export interface MaintenanceCycle {
   batches: number;
   /** The last batch's: the earliest lease end still live (past: a backlog remains), null when none is. */
   next_deadline: string | null;
-  /** Route retention, when it ran in this cycle (src/route-retention.ts). */
+  /** Route retention, when it ran in this cycle (src/maintenance/route-retention.ts). */
   retention?: RetentionCycle;
   /** The catalog change feed's history trimmed, when it ran in this cycle (src/catalog/change-history.ts). */
   changes?: ChangeHistoryCycle;

@@ -16,16 +16,16 @@
  *   platform's six alarm retries are never exhausted).
  *
  * Written against the structural types below (fetch-based, no `cloudflare:workers` import) so the
- * Node type check and bundle rules hold; src/worker.ts exports the concrete class.
+ * Node type check and bundle rules hold; src/entry/worker.ts exports the concrete class.
  */
 import type { LeaseNotice } from "./lease-events.js";
-import { backoff, DEFAULT_MIN_INTERVAL_MS, planNextCycle, type MaintenanceCycle } from "./maintenance.js";
+import { backoff, DEFAULT_MIN_INTERVAL_MS, planNextCycle, type MaintenanceCycle } from "./cycle.js";
 
 /** The one instance's name: every isolate of a deployment talks to the same clock. */
 export const LEASE_CLOCK_NAME = "lease-clock";
 const DEADLINE_URL = "https://lease-clock/deadline";
 
-export interface ClockStorage {
+interface ClockStorage {
   getAlarm(): Promise<number | null>;
   setAlarm(scheduledTime: number): Promise<void>;
 }
@@ -40,7 +40,7 @@ export interface ClockHost {
   maintain(): Promise<MaintenanceCycle>;
 }
 
-export interface ClockStub {
+interface ClockStub {
   fetch(input: string, init?: RequestInit): Promise<Response>;
 }
 export interface ClockNamespace {
