@@ -134,7 +134,7 @@ function cursorRevision(cursor: string | undefined): number | undefined {
 }
 
 /** The tenant key of revision bookkeeping: a read without a tenant has one of its own (always revision 0). */
-export const tenantKey = (tenantId: string | null) => tenantId ?? "";
+const tenantKey = (tenantId: string | null) => tenantId ?? "";
 
 /**
  * The newest revision of each tenant's catalog the database has confirmed current here, and when.
