@@ -69,7 +69,7 @@ const tenants = args.get("tenants") ? Number(args.get("tenants")) : undefined;
 /** Refusals retried after their retry_after_ms in the current round (the `hot` workload). */
 let retries = 0;
 
-type Result = Measurement & { waits: Record<string, number>; extra?: string };
+type Result = Measurement & { waits: Record<string, number>; extra?: string; cpuMsPerOp?: number };
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
 /** The operation of one worker for the simple workloads. */
@@ -161,7 +161,20 @@ async function publicationRound(db: BenchDatabase): Promise<Result> {
       return performance.now() - started;
     };
     await closedLoop({ concurrency: 1, durationMs: 500 }, op);
-    return { ...(await closedLoop({ concurrency: 1, durationMs: seconds * 1000 }, op)), waits: {} };
+    // Publications run on the control pool's sessions: their server CPU, the figure other load on
+    // a shared machine moves least.
+    const controlCpu = async () => {
+      const { rows } = await handle.pool.query<{ pid: number }>(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'aip-bench-control'",
+      );
+      let total = 0;
+      for (const { pid } of rows) total += (await backendCpuMs(pid)) ?? Number.NaN;
+      return total;
+    };
+    const cpu0 = await controlCpu();
+    const measurement = await closedLoop({ concurrency: 1, durationMs: seconds * 1000 }, op);
+    const cpuMsPerOp = ((await controlCpu()) - cpu0) / measurement.ops;
+    return { ...measurement, waits: {}, cpuMsPerOp, extra: `server CPU ${cpuMsPerOp.toFixed(2)} ms/publication` };
   } finally {
     await handle.close();
   }
@@ -215,8 +228,9 @@ async function main() {
   }
   const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
   const sides: Record<"A" | "B", BenchDatabase> = {
-    A: await freshDatabase(server, "aip_bench_ab_a"),
-    B: await freshDatabase(server, "aip_bench_ab_b"),
+    // BENCH_DATABASE_NAME: another prefix, so that two runs on one server cannot drop each other's databases.
+    A: await freshDatabase(server, `${process.env.BENCH_DATABASE_NAME ?? "aip_bench_ab"}_a`),
+    B: await freshDatabase(server, `${process.env.BENCH_DATABASE_NAME ?? "aip_bench_ab"}_b`),
   };
   try {
     const seeds = await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }))));
@@ -269,6 +283,10 @@ async function main() {
     }
     const ratio = median(results.B.map((m) => m.throughput)) / median(results.A.map((m) => m.throughput));
     console.log(`after/before throughput: x${ratio.toFixed(2)}`);
+    if (results.A.every((m) => m.cpuMsPerOp !== undefined)) {
+      const cpu = (name: "A" | "B") => median(results[name].map((m) => m.cpuMsPerOp as number));
+      console.log(`server CPU per publication: before ${cpu("A").toFixed(2)} ms, after ${cpu("B").toFixed(2)} ms (x${(cpu("B") / cpu("A")).toFixed(2)})`);
+    }
   } finally {
     for (const db of Object.values(sides)) {
       await db.closePools();

@@ -3,7 +3,7 @@
  * registry's data plane, with a `SELECT 1` baseline in the same run. See bench/README.md.
  */
 import { fileURLToPath } from "node:url";
-import { parseArgs, type Options } from "./lib/args.js";
+import { OWN_DATABASE_SUITES, parseArgs, type Options } from "./lib/args.js";
 import { Recorder, invariants } from "./lib/figures.js";
 import { machineInfo, serverInfo } from "./lib/machine.js";
 import { tableWrites, writesBetween } from "./lib/observe.js";
@@ -11,6 +11,7 @@ import { writeResults, type Results } from "./lib/report.js";
 import { publishProbe, seedFleet, seedRouteHistory, verifySeed } from "../fixtures/seed.js";
 import { connectionBudget, embeddedServer, externalServer, freshDatabase, MACHINE_URL, type Server } from "./lib/target.js";
 import { runCatalog } from "./workloads/catalog.js";
+import { runCatalogChurn } from "./workloads/catalog-churn.js";
 import { runCatalogHttp } from "./workloads/catalog-http.js";
 import { runContention } from "./workloads/contention.js";
 import { measureCosts } from "./workloads/cost.js";
@@ -45,15 +46,17 @@ const REFERENCE_SCALE = { replicas: 10_000, types: 1_000 };
 /** Settled routes seeded before any suite runs (one per binding, up to this many). */
 const ROUTE_HISTORY = 20_000;
 
-/** The seeded reference fleet on one server, and every suite that needs it. */
-async function benchServer(server: Server, target: string, options: Options, results: Results, recorder: Recorder, embedded: boolean) {
-  results.servers.push(await serverInfo(server.label, server.adminUrl));
-  // Leave room for the observer, the control pool and the other engineers using the server.
-  const budget = await connectionBudget(server);
-  const maxPool = embedded ? 500 : Math.max(8, Math.min(options.maxPool, budget - 12));
-  const poolFor = (concurrency: number) => Math.min(concurrency, maxPool);
-  log(`\n== ${server.label}: data pool up to ${maxPool} connections (server budget ${budget})`);
-
+/** The suites that run on the seeded reference fleet. */
+async function seededSuites(
+  server: Server,
+  target: string,
+  options: Options,
+  results: Results,
+  recorder: Recorder,
+  embedded: boolean,
+  maxPool: number,
+  poolFor: (concurrency: number) => number,
+) {
   // BENCH_DATABASE_NAME: another name, so that two runs on one server cannot drop each other's database.
   const db = await freshDatabase(server, process.env.BENCH_DATABASE_NAME ?? "aip_bench");
   try {
@@ -166,7 +169,27 @@ async function benchServer(server: Server, target: string, options: Options, res
   } finally {
     await db.closePools();
   }
+}
 
+/** The seeded reference fleet on one server, and every suite that needs it. */
+async function benchServer(server: Server, target: string, options: Options, results: Results, recorder: Recorder, embedded: boolean) {
+  results.servers.push(await serverInfo(server.label, server.adminUrl));
+  // Leave room for the observer, the control pool and the other engineers using the server.
+  const budget = await connectionBudget(server);
+  const maxPool = embedded ? 500 : Math.max(8, Math.min(options.maxPool, budget - 12));
+  const poolFor = (concurrency: number) => Math.min(concurrency, maxPool);
+  log(`\n== ${server.label}: data pool up to ${maxPool} connections (server budget ${budget})`);
+
+  if (!embedded && options.suites.has("catalog-churn")) {
+    log("catalog under other tenants' churn (20 tenants x 500 capabilities, own database)");
+    await attempt(results, "catalog-churn", () =>
+      runCatalogChurn(recorder, server, { target, durationMs: options.phaseMs, poolMax: Math.min(16, maxPool), rounds: 2, log }),
+    );
+  }
+  if ([...options.suites].some((suite) => !OWN_DATABASE_SUITES.includes(suite)))
+    await seededSuites(server, target, options, results, recorder, embedded, maxPool, poolFor);
+  // The embedded server is there for 500 real connections: routing only.
+  if (embedded) return;
   if (options.suites.has("partition")) {
     log("partition (half the tenants in each of two databases, driven together)");
     await attempt(results, "partition", () =>

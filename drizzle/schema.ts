@@ -267,6 +267,54 @@ export const catalogEntries = pgTable(
   ],
 );
 
+/**
+ * Each tenant's catalog revision: the catalog revision at which what the tenant can see (its live
+ * chains' capabilities and versions, aip_catalog_entries) last changed. Publication sets it in
+ * the same statement as the entries it re-derives (aip_refresh_catalog_entries,
+ * functions/30_catalog.sql), so it is exactly as consistent as the global revision and never
+ * exceeds it. A tenant without a row has never seen anything (revision 0). Tenant pages, ETags,
+ * cursors and caches are keyed on it: another tenant's publication leaves them valid.
+ */
+export const tenantCatalogRevisions = pgTable(
+  "aip_tenant_catalog_revisions",
+  {
+    tenantId: text("tenant_id").primaryKey(),
+    revision: revision("revision").notNull(),
+    /**
+     * The tenant's change feed (aip_catalog_changes) is complete after this revision: changes at or
+     * before it may have been trimmed, so a feed from an older revision is 410 (re-list).
+     */
+    changesFloor: revision("changes_floor").notNull().default(0),
+  },
+  (t) => [check("aip_tenant_catalog_revisions_nonneg", sql`${t.revision} >= 0`)],
+);
+
+/**
+ * The change feed of each tenant's catalog: one row per publication that changed what the tenant
+ * sees, at the tenant's new catalog revision, naming the capabilities it added, changed (their
+ * implementing versions) and removed. Written by publication with the revision
+ * (aip_refresh_catalog_entries), append-only; maintenance trims rows older than the history kept
+ * (CATALOG_CHANGES_KEEP_REVISIONS, CATALOG_CHANGES_KEEP_SECONDS), which raises the tenant's
+ * changes_floor. GET /v1/catalog/changes?since=R folds the tenant's rows after R.
+ */
+export const catalogChanges = pgTable(
+  "aip_catalog_changes",
+  {
+    tenantId: text("tenant_id").notNull(),
+    revision: revision("revision").notNull(),
+    added: text("added").array().notNull(),
+    changed: text("changed").array().notNull(),
+    removed: text("removed").array().notNull(),
+    changedAt: ms("changed_at").notNull().default(sql`now()`),
+  },
+  (t) => [
+    // The feed: a tenant's rows after a revision.
+    primaryKey({ name: "aip_catalog_changes_pkey", columns: [t.tenantId, t.revision] }),
+    // Trimming: the oldest rows first.
+    index("aip_catalog_changes_revision_idx").on(t.revision),
+  ],
+);
+
 /** Shared in-flight counters, one per (scope kind, key); rows are kept at zero, never deleted. */
 export const admissionCounters = pgTable(
   "aip_admission_counters",

@@ -23,6 +23,8 @@ CREATE FUNCTION aip_publication_changes_max() RETURNS integer LANGUAGE sql STABL
 CREATE FUNCTION aip_route_retention_days_max() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 36500 $$; -- ROUTE_RETENTION_DAYS.max
 CREATE FUNCTION aip_route_retention_batch_min() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 1 $$; -- ROUTE_RETENTION_BATCH.min
 CREATE FUNCTION aip_route_retention_batch_max() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 10000 $$; -- ROUTE_RETENTION_BATCH.max
+CREATE FUNCTION aip_catalog_changes_trim_batch_min() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 1 $$; -- CATALOG_CHANGES_TRIM_BATCH.min
+CREATE FUNCTION aip_catalog_changes_trim_batch_max() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 10000 $$; -- CATALOG_CHANGES_TRIM_BATCH.max
 CREATE FUNCTION aip_routes_export_page_default() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 1000 $$; -- ROUTES_EXPORT_PAGE.default
 CREATE FUNCTION aip_routes_export_page_max() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 1000 $$; -- ROUTES_EXPORT_PAGE.max
 CREATE FUNCTION aip_action_clock_allowance_ms() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 3600000 $$; -- ACTION_CLOCK_ALLOWANCE_MS
@@ -91,7 +93,7 @@ CREATE FUNCTION aip_reader_kinds() RETURNS text[] LANGUAGE sql STABLE PARALLEL S
 
 -- Problems (src/registry/errors.ts)
 CREATE FUNCTION aip_problem_sqlstate() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 'AR000' $$; -- PROBLEM_SQLSTATE
-CREATE FUNCTION aip_problem_codes() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT ARRAY['invalid', 'forbidden', 'not-found', 'binding-unavailable', 'conflict', 'stale-cursor', 'fence-lost', 'route-expired', 'admission', 'capacity-exceeded', 'replica-unavailable', 'busy']::text[] $$; -- DATABASE_PROBLEMS
+CREATE FUNCTION aip_problem_codes() RETURNS text[] LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT ARRAY['invalid', 'forbidden', 'not-found', 'binding-unavailable', 'conflict', 'stale-cursor', 'fence-lost', 'route-expired', 'changes-expired', 'admission', 'capacity-exceeded', 'replica-unavailable', 'busy']::text[] $$; -- DATABASE_PROBLEMS
 CREATE FUNCTION aip_replica_behind_sqlstate() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 'ARLAG' $$; -- REPLICA_BEHIND_SQLSTATE
 CREATE FUNCTION aip_retry_after_soon_ms() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 100 $$; -- RETRY_AFTER_MS.soon
 CREATE FUNCTION aip_retry_after_later_ms() RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT 1000 $$; -- RETRY_AFTER_MS.later

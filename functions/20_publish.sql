@@ -14,7 +14,8 @@
 -- 3. Apply (exclusive lock): its op's aip_pub_<op> checks each prepared change against stored
 --    state, writes what the revision makes visible, and reports it (aip_pub_result): its outcome
 --    ('created' | 'updated' | 'unchanged'), the members that name its record, and what it
---    touched. The revision advances once if anything but replica provisioning changed.
+--    touched. The revision advances once if anything but replica provisioning changed, and so does
+--    the revision of each tenant whose visible catalog changed (aip_refresh_catalog_entries).
 --
 -- One file per record kind holds its ops (21_publish_types.sql ... 26_publish_replicas.sql), and
 -- the "Know what may change" rules of the specification for its kind. What is fixed is compared
@@ -164,12 +165,14 @@ BEGIN
       v_results := v_results || (v_result - 'touches');
     END LOOP;
     IF v_catalog_changed THEN
+      UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton
+      RETURNING revision INTO v_revision;
+      -- The live chains, and the revision of every tenant whose visible catalog they change.
       PERFORM aip_refresh_catalog_entries(ARRAY(
         SELECT unnest(v_instances)
         UNION
-        SELECT i.instance_id FROM aip_connector_instances i WHERE i.version_id = ANY (v_versions) OR i.type_id = ANY (v_types)));
-      UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton
-      RETURNING revision INTO v_revision;
+        SELECT i.instance_id FROM aip_connector_instances i WHERE i.version_id = ANY (v_versions) OR i.type_id = ANY (v_types)),
+        v_revision);
     END IF;
     v_report := jsonb_build_object('catalog_revision', v_revision, 'changed', v_changed, 'dry_run', p_dry_run,
                                    'results', to_jsonb(v_results));

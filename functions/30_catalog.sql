@@ -72,26 +72,92 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Re-evaluates the entries of the given instances after a publication changed them (their
--- bindings, their status or version, their version's status or qualification, their type).
-CREATE FUNCTION aip_refresh_catalog_entries(p_instance_ids text[]) RETURNS void
+-- bindings, their status or version, their version's status or qualification, their type), and
+-- records what that changed for each tenant, at p_revision (the revision the publication commits):
+-- the tenant's catalog revision (aip_tenant_catalog_revisions) and one row of its change feed
+-- (aip_catalog_changes: the capabilities added, changed and removed).
+--
+-- What a tenant sees is a function of the set of (capability, version) of its entries: definitions
+-- are immutable per capability ID and profiles per version, so a shared record (version status or
+-- qualification, type enablement) reaches the tenant exactly through the entries it adds or
+-- removes. A (tenant, capability, version) the refresh removed or added counts unless another
+-- instance of the tenant, untouched here, still provides it; a capability is then added (visible
+-- after, not before), removed, or changed (visible before and after, its versions changed).
+-- Everything is computed from the rows the refresh deleted and inserted, by hashing, plus one
+-- primary-key probe per (tenant, capability) they name, for the tenant's untouched instances.
+CREATE FUNCTION aip_refresh_catalog_entries(p_instance_ids text[], p_revision bigint) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+  o_tenants text[];
+  o_capabilities text[];
+  o_versions text[];
+  n_tenants text[];
+  n_capabilities text[];
+  n_versions text[];
 BEGIN
-  IF coalesce(cardinality(p_instance_ids), 0) > 0 THEN
-    DELETE FROM aip_catalog_entries e WHERE e.instance_id = ANY (p_instance_ids);
-    INSERT INTO aip_catalog_entries SELECT * FROM aip_live_chains(p_instance_ids);
+  IF coalesce(cardinality(p_instance_ids), 0) = 0 THEN
+    RETURN;
   END IF;
+  WITH gone AS (DELETE FROM aip_catalog_entries e WHERE e.instance_id = ANY (p_instance_ids)
+                RETURNING e.tenant_id, e.capability_id, e.version_id)
+  SELECT array_agg(tenant_id), array_agg(capability_id), array_agg(version_id)
+  INTO o_tenants, o_capabilities, o_versions FROM gone;
+  WITH added AS (INSERT INTO aip_catalog_entries SELECT * FROM aip_live_chains(p_instance_ids)
+                 RETURNING tenant_id, capability_id, version_id)
+  SELECT array_agg(tenant_id), array_agg(capability_id), array_agg(version_id)
+  INTO n_tenants, n_capabilities, n_versions FROM added;
+  IF o_tenants IS NULL AND n_tenants IS NULL THEN
+    RETURN;
+  END IF;
+  WITH rows AS (
+    SELECT x.t, x.c, x.v, true AS old FROM unnest(o_tenants, o_capabilities, o_versions) x(t, c, v)
+    UNION ALL
+    SELECT x.t, x.c, x.v, false FROM unnest(n_tenants, n_capabilities, n_versions) x(t, c, v)),
+  -- Per (tenant, capability) the versions the touched instances provided before and after, where
+  -- they differ.
+  pairs AS (
+    SELECT r.t, r.c, coalesce(array_agg(r.v) FILTER (WHERE r.old), '{}') AS o, coalesce(array_agg(r.v) FILTER (WHERE NOT r.old), '{}') AS n
+    FROM rows r GROUP BY r.t, r.c),
+  -- With what the tenant's other instances provide of it (one key probe): changed when the
+  -- tenant's whole version set differs.
+  changed AS (
+    SELECT p.t, p.c, cardinality(p.o) + cardinality(u.vs) > 0 AS was, cardinality(p.n) + cardinality(u.vs) > 0 AS now
+    FROM pairs p
+    CROSS JOIN LATERAL (SELECT coalesce(array_agg(e.version_id), '{}') AS vs FROM aip_catalog_entries e
+                        WHERE e.tenant_id = p.t AND e.capability_id = p.c AND e.instance_id <> ALL (p_instance_ids)) u
+    WHERE NOT (p.o || u.vs) @> p.n OR NOT (p.n || u.vs) @> p.o),
+  tenants AS (
+    INSERT INTO aip_tenant_catalog_revisions AS r (tenant_id, revision)
+    SELECT DISTINCT c.t, p_revision FROM changed c
+    ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision)
+  INSERT INTO aip_catalog_changes (tenant_id, revision, added, changed, removed)
+  SELECT c.t, p_revision,
+         coalesce(array_agg(c.c ORDER BY c.c) FILTER (WHERE c.now AND NOT c.was), '{}'),
+         coalesce(array_agg(c.c ORDER BY c.c) FILTER (WHERE c.now AND c.was), '{}'),
+         coalesce(array_agg(c.c ORDER BY c.c) FILTER (WHERE c.was AND NOT c.now), '{}')
+  FROM changed c GROUP BY c.t;
 END
 $$;
 
--- Rebuilds every entry (owner only: after loading a fleet with plain SQL, as the benchmark does).
+-- Rebuilds every entry (owner only: after loading a fleet with plain SQL, as the benchmark does),
+-- as a publication of its own: the revision advances and every tenant that has or had entries is
+-- at it, its change feed starting there (a feed from before is 410: re-list).
 CREATE FUNCTION aip_rebuild_catalog_entries() RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
   v_rows bigint;
+  v_revision bigint;
 BEGIN
+  PERFORM aip_catalog_revision_exclusive();
   DELETE FROM aip_catalog_entries;
   INSERT INTO aip_catalog_entries SELECT * FROM aip_live_chains_all();
   GET DIAGNOSTICS v_rows = ROW_COUNT;
+  UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton RETURNING revision INTO v_revision;
+  INSERT INTO aip_tenant_catalog_revisions AS r (tenant_id, revision)
+  SELECT DISTINCT e.tenant_id, v_revision FROM aip_catalog_entries e
+  ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision;
+  UPDATE aip_tenant_catalog_revisions SET revision = v_revision, changes_floor = v_revision;
+  DELETE FROM aip_catalog_changes;
   RETURN v_rows;
 END
 $$;
@@ -149,17 +215,28 @@ BEGIN
 END
 $$;
 
--- Entry point (data role): the catalog's committed revision, nothing else. A Node server checks a
--- cached answer with it, once for every request that arrived while the previous check ran
--- (src/catalog/serve.ts, SharedRevisionCheck). One row by primary key; no lock: the revision row
--- commits with the publication that moves it.
-CREATE FUNCTION aip_catalog_revision_now() RETURNS bigint
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+-- The tenant's catalog revision (aip_tenant_catalog_revisions) in the caller's snapshot: 0 for a
+-- tenant that never saw anything, and for a read without a tenant (its catalog is always empty).
+-- (PL/pgSQL: a SQL function with a sub-select is not inlined, and would cost a call per read.)
+CREATE FUNCTION aip_tenant_catalog_revision(p_tenant_id text) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN coalesce((SELECT r.revision FROM aip_tenant_catalog_revisions r WHERE r.tenant_id = p_tenant_id), 0);
+END
+$$;
+
+-- Entry point (data role): the committed catalog revisions of the given tenants (0 for one that
+-- never saw anything), nothing else. A Node server checks cached answers with it, once for every
+-- request that arrived while the previous check ran, whatever their tenants (src/catalog/serve.ts,
+-- SharedRevisionCheck). One primary-key lookup per tenant; no lock: a tenant's revision commits
+-- with the publication that moves it.
+CREATE FUNCTION aip_catalog_revisions_now(p_tenant_ids text[]) RETURNS TABLE (tenant_id text, revision bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '5s' AS $$
-BEGIN
-  RETURN (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);
-END
+  SELECT t.tenant_id, coalesce(r.revision, 0)
+  FROM unnest(p_tenant_ids) t(tenant_id)
+  LEFT JOIN aip_tenant_catalog_revisions r ON r.tenant_id = t.tenant_id
 $$;
 
 -- A hot standby that has not replayed the revision a request comes from (its cursor, or the
@@ -176,17 +253,28 @@ BEGIN
 END
 $$;
 
+-- Whether an answer (a cursor's page, a validator's) from revision p_from is still the answer at
+-- this read: p_revision is the revision the answer's content last changed at (the tenant's, or the
+-- global one for an internal read), p_global the global revision of this read's snapshot. The
+-- content at any revision in [p_revision, p_global] is the same, so an answer from there is
+-- current. Past p_global it names a publication this snapshot has not seen (a lagging replica,
+-- aip_catalog_check_replay, or a forged number): not current.
+CREATE FUNCTION aip_catalog_current(p_from bigint, p_revision bigint, p_global bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT p_from BETWEEN p_revision AND p_global
+$$;
+
 -- "Not modified" (HTTP 304), one rule for both catalog reads. p_if_revision: the revision of an
 -- answer the caller already holds for this very request, or any negative revision for "whatever
--- answer is current" (If-None-Match: *); NULL: none. At the same revision the answer is the same
--- (every answer is a function of the revision), so nothing but the revision is read. "Any"
--- matches an answer that exists: p_exists, true for a page (one always exists), for a definition
--- whether the tenant sees it.
-CREATE FUNCTION aip_catalog_not_modified(p_if_revision bigint, p_revision bigint, p_exists boolean) RETURNS boolean
+-- answer is current" (If-None-Match: *); NULL: none. While the content has not changed the answer
+-- is the same (every answer is a function of the content), so nothing but the revisions is read
+-- (aip_catalog_current). "Any" matches an answer that exists: p_exists, true for a page (one
+-- always exists), for a definition whether the tenant sees it.
+CREATE FUNCTION aip_catalog_not_modified(p_if_revision bigint, p_revision bigint, p_global bigint, p_exists boolean) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN p_if_revision IS NULL THEN false
               WHEN p_if_revision < 0 THEN coalesce(p_exists, false)
-              ELSE p_if_revision = p_revision END
+              ELSE aip_catalog_current(p_if_revision, p_revision, p_global) END
 $$;
 
 -- One bounded page. p_query: {q?, capability_id?, profile?, cursor?, limit?, max_bytes?}.
@@ -197,10 +285,15 @@ $$;
 -- aip_definition_bytes_max() (refused at admission otherwise), so a default page always holds at
 -- least one; a max_bytes below the next definition is invalid.
 --
+-- A tenant's page answers at the tenant's catalog revision (aip_tenant_catalog_revisions: the
+-- revision its visible catalog last changed at), an internal read of every definition at the
+-- global one: publications for other tenants leave a tenant's pages, cursors and validators
+-- valid, and its catalog_revision never moves backwards.
+--
 -- The cursor is "<revision>:<total>:<query fingerprint>:<last capability id>". The revision ties
--- it to one publication (another revision: stale-cursor). Because the visible set is a function
--- of the revision, the total counted for the first page holds for every later page of the same
--- query: carrying it saves counting again. The fingerprint (mode, tenant, filters) decides whether
+-- it to one content (changed since: stale-cursor, aip_catalog_current). Because the visible set
+-- is a function of the content, the total counted for the first page holds for every later page
+-- of the same query: carrying it saves counting again. The fingerprint (mode, tenant, filters) decides whether
 -- the carried total applies; when it does not (filters changed, another tenant's cursor) the
 -- total is counted again. A forged total only misleads its forger.
 --
@@ -212,7 +305,8 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v_query jsonb := coalesce(p_query, '{}'::jsonb);
   v_cursor text := aip_read_text(v_query, 'cursor', false, aip_text_bytes_catalog_cursor());
-  v_revision bigint := aip_catalog_read_revision();
+  v_global bigint := aip_catalog_read_revision();
+  v_revision bigint := CASE WHEN p_mode = 'unbound' THEN v_global ELSE aip_tenant_catalog_revision(p_tenant_id) END;
   v_q jsonb;
   v_text text;
   v_exact text;
@@ -232,22 +326,22 @@ DECLARE
   v_ids text[];
 BEGIN
   IF v_cursor IS NOT NULL THEN
-    -- The revision first: a cursor of another publication is stale whatever else it holds.
+    -- The revision first: a cursor of other content is stale whatever else it holds.
     v_parts := regexp_match(v_cursor, '^([0-9]{1,18}):');
     IF v_parts IS NULL THEN
       PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged');
     END IF;
-    IF v_parts[1]::bigint <> v_revision THEN
-      PERFORM aip_catalog_check_replay(v_parts[1]::bigint, v_revision);
-      PERFORM aip_fail('stale-cursor', 'the catalog changed since this cursor was issued: restart from the first page',
+    IF NOT aip_catalog_current(v_parts[1]::bigint, v_revision, v_global) THEN
+      PERFORM aip_catalog_check_replay(v_parts[1]::bigint, v_global);
+      PERFORM aip_fail('stale-cursor', 'the catalog changed for this tenant since this cursor was issued: restart from the first page',
                        jsonb_build_object('cursor_revision', v_parts[1]::bigint, 'catalog_revision', v_revision));
     END IF;
   END IF;
   -- A page always exists: "any" answer is current.
-  IF aip_catalog_not_modified(p_if_revision, v_revision, true) THEN
+  IF aip_catalog_not_modified(p_if_revision, v_revision, v_global, true) THEN
     RETURN json_build_object('catalog_revision', v_revision, 'not_modified', true);
   END IF;
-  PERFORM aip_catalog_check_replay(p_if_revision, v_revision);
+  PERFORM aip_catalog_check_replay(p_if_revision, v_global);
 
   v_q := v_query -> 'q';
   IF v_q IS NOT NULL AND jsonb_typeof(v_q) <> 'null' THEN
@@ -344,22 +438,24 @@ END
 $$;
 
 -- Data role: one definition as the tenant sees it (no profile filter), as the JSON text of
--- {catalog_revision, definition}; NULL when it is not visible, and always for a read without a
--- tenant.
+-- {catalog_revision, definition} at the tenant's catalog revision; NULL when it is not visible,
+-- and always for a read without a tenant.
 CREATE FUNCTION aip_catalog_get(p_tenant_id text, p_capability_id text, p_if_revision bigint DEFAULT NULL,
                                 OUT catalog_revision bigint, OUT definition text, OUT not_modified boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET lock_timeout = '5s' AS $$
+DECLARE
+  v_global bigint := aip_catalog_read_revision();
 BEGIN
-  catalog_revision := aip_catalog_read_revision();
+  catalog_revision := aip_tenant_catalog_revision(p_tenant_id);
   -- Visible: the tenant has a live chain to it (one key lookup, made only for "any").
-  not_modified := aip_catalog_not_modified(p_if_revision, catalog_revision,
+  not_modified := aip_catalog_not_modified(p_if_revision, catalog_revision, v_global,
     EXISTS (SELECT 1 FROM aip_catalog_entries e WHERE e.tenant_id = p_tenant_id AND e.capability_id = p_capability_id));
   IF not_modified THEN
     RETURN;
   END IF;
-  PERFORM aip_catalog_check_replay(p_if_revision, catalog_revision);
+  PERFORM aip_catalog_check_replay(p_if_revision, v_global);
   IF nullif(btrim(p_tenant_id), '') IS NOT NULL THEN
     SELECT json_build_object('catalog_revision', catalog_revision, 'definition', aip_definition_json(d))::text INTO definition
     FROM aip_capability_definitions d

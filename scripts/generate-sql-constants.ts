@@ -65,6 +65,8 @@ export function sqlConstants(): Section[] {
         c("route_retention_days_max", L.ROUTE_RETENTION_DAYS.max, "ROUTE_RETENTION_DAYS.max"),
         c("route_retention_batch_min", L.ROUTE_RETENTION_BATCH.min, "ROUTE_RETENTION_BATCH.min"),
         c("route_retention_batch_max", L.ROUTE_RETENTION_BATCH.max, "ROUTE_RETENTION_BATCH.max"),
+        c("catalog_changes_trim_batch_min", L.CATALOG_CHANGES_TRIM_BATCH.min, "CATALOG_CHANGES_TRIM_BATCH.min"),
+        c("catalog_changes_trim_batch_max", L.CATALOG_CHANGES_TRIM_BATCH.max, "CATALOG_CHANGES_TRIM_BATCH.max"),
         c("routes_export_page_default", L.ROUTES_EXPORT_PAGE.default, "ROUTES_EXPORT_PAGE.default"),
         c("routes_export_page_max", L.ROUTES_EXPORT_PAGE.max, "ROUTES_EXPORT_PAGE.max"),
         c("action_clock_allowance_ms", L.ACTION_CLOCK_ALLOWANCE_MS, "ACTION_CLOCK_ALLOWANCE_MS"),

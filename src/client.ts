@@ -25,6 +25,9 @@ export type CapabilityDefinition = z.infer<typeof S.CapabilityDefinition>;
 export type CatalogPage = z.infer<typeof S.CatalogPage>;
 export type CatalogEntry = z.infer<typeof S.CatalogEntry>;
 export type CatalogQuery = z.input<typeof S.CatalogQuery>;
+export type CatalogChangesQuery = z.input<typeof S.CatalogChangesQuery>;
+export type CatalogChanges = z.infer<typeof S.CatalogChanges>;
+export type CatalogChange = z.infer<typeof S.CatalogChange>;
 export type LifecycleOperation = z.infer<typeof S.LifecycleOperation>;
 export type LifecycleRequest = z.input<typeof S.LifecycleRequest>;
 export type LifecycleResponse = z.infer<typeof S.LifecycleResponse>;
@@ -145,6 +148,39 @@ export class RegistryClient {
       yield* seen;
       return;
     }
+  }
+
+  /**
+   * One page of what changed in the tenant's catalog after `since` (a catalog_revision the
+   * registry answered); null when nothing changed (304). A `changes-expired` problem (410) means
+   * the history no longer reaches `since`: list the catalog again (docs/catalog-sync.md).
+   */
+  async catalogChanges(query: CatalogChangesQuery): Promise<CatalogChanges | null> {
+    const response = await this.send("GET", "/v1/catalog/changes", { query: query as Query });
+    if (response.status === 304) return null;
+    if (!response.ok) throw await this.problem(response);
+    return (await response.json()) as CatalogChanges;
+  }
+
+  /**
+   * Every change after `since`, all pages: the changes in feed order and the catalog revision the
+   * caller then holds (`since` itself when nothing changed).
+   */
+  async catalogChangesAll(
+    since: number,
+    query: Omit<CatalogChangesQuery, "since" | "cursor"> = {},
+  ): Promise<{ catalog_revision: number; changes: CatalogChange[] }> {
+    const changes: CatalogChange[] = [];
+    let page = await this.catalogChanges({ ...query, since });
+    if (!page) return { catalog_revision: since, changes };
+    changes.push(...page.changes);
+    while (page.next_cursor) {
+      const next: CatalogChanges | null = await this.catalogChanges({ ...query, since, cursor: page.next_cursor });
+      if (!next) break;
+      page = next;
+      changes.push(...page.changes);
+    }
+    return { catalog_revision: page.catalog_revision, changes };
   }
 
   // Data plane: routes --------------------------------------------------------------------------

@@ -99,6 +99,14 @@ export const ConfigSchema = z.object({
   /** Remove only routes an export covered (`aip-registry routes export` records how far). */
   ROUTE_RETENTION_REQUIRE_EXPORT: flag(false),
   /**
+   * The catalog change feed's history (GET /v1/catalog/changes): a removal is kept while fewer
+   * catalog revisions than this came after it, and at most CATALOG_CHANGES_KEEP_SECONDS; lease
+   * maintenance trims it after that (src/catalog/change-history.ts), and a feed from before what is
+   * kept answers 410 changes-expired.
+   */
+  CATALOG_CHANGES_KEEP_REVISIONS: bounded(L.CATALOG_CHANGES_KEEP_REVISIONS),
+  CATALOG_CHANGES_KEEP_SECONDS: bounded(L.CATALOG_CHANGES_KEEP_SECONDS),
+  /**
    * Catalog reads (pages, single definitions, 304 validations) from a read replica: a PostgreSQL
    * hot standby or a Neon read replica, as the data role. Routing and lifecycle stay on DATABASE_URL.
    */
@@ -114,11 +122,13 @@ export const ConfigSchema = z.object({
   /** Serve a cached catalog answer without asking the database, this long after its revision was confirmed (0: never). */
   CATALOG_MAX_STALENESS_MS: bounded(L.CATALOG_MAX_STALENESS_MS),
   /**
-   * Confirm concurrent warm catalog hits with one shared revision check (src/catalog/serve.ts):
-   * far fewer statements under load, but a request whose check finds a newer revision sends a
-   * second statement for its answer. Off: exactly one statement per catalog request.
+   * Confirm concurrent warm catalog hits with one shared check of their tenants' revisions
+   * (src/catalog/serve.ts), started after each arrived: far fewer statements under load, with the
+   * same guarantee (a publication committed before a request arrived is seen); a request whose
+   * check finds a newer revision sends a second statement for its answer. Off: exactly one
+   * statement per catalog request.
    */
-  CATALOG_SHARED_REVISION_CHECK: flag(false),
+  CATALOG_SHARED_REVISION_CHECK: flag(true),
   /** Node: compress answers for clients that accept it (brotli, gzip); off behind a proxy that compresses. */
   COMPRESSION: flag(true),
   /** Node: the longest a graceful stop waits for the requests in flight (src/node/drain.ts). */
@@ -160,6 +170,8 @@ const WORKER_SETTINGS = {
   ALLOW_REGISTRATION_WITHOUT_EVIDENCE: true,
   ROUTE_RETENTION_DAYS: true,
   ROUTE_RETENTION_REQUIRE_EXPORT: true,
+  CATALOG_CHANGES_KEEP_REVISIONS: true,
+  CATALOG_CHANGES_KEEP_SECONDS: true,
 } as const;
 
 /** The Worker's configuration: the shared settings above with their Node parsers, and the Worker's own. */

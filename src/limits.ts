@@ -79,6 +79,19 @@ export const ROUTE_RETENTION_DAYS: RangeBound = { default: 30, min: 0, max: 36_5
 export const ROUTE_RETENTION_BATCH: RangeBound = { default: 500, min: 1, max: 10_000 };
 
 /**
+ * The catalog change feed's history (GET /v1/catalog/changes): a removal is kept while it is less
+ * than CATALOG_CHANGES_KEEP_REVISIONS catalog revisions behind the current one and at most
+ * CATALOG_CHANGES_KEEP_SECONDS old; maintenance trims it after that (aip_trim_catalog_changes), and a feed from before what is
+ * kept answers 410 `changes-expired` (re-list). A day of at most a million publications, by default.
+ */
+export const CATALOG_CHANGES_KEEP_REVISIONS: RangeBound = { default: 1_000_000, min: 1, max: 1_000_000_000 };
+export const CATALOG_CHANGES_KEEP_SECONDS: RangeBound = { default: 86_400, min: 1, max: 315_360_000 };
+/** Removals trimmed per aip_trim_catalog_changes call: aip_catalog_changes_trim_batch_min() and _max(). */
+export const CATALOG_CHANGES_TRIM_BATCH: RangeBound = { default: 1000, min: 1, max: 10_000 };
+/** The shortest pause between two trims of one process once it has caught up (src/catalog/change-history.ts). */
+export const CATALOG_CHANGES_TRIM_PAUSE_MS = 60_000;
+
+/**
  * How far a gateway's clock may run ahead of the database's when it mints an `act_` + UUIDv7
  * action ID: a new route for an action minted before route retention's watermark plus this is
  * refused `route-expired` (aip_check_action_retained, aip_action_clock_allowance_ms()).

@@ -377,7 +377,12 @@ export const CapabilityDefinition = z
 
 export const CatalogPage = z
   .object({
-    catalog_revision: Revision.openapi({ description: "The one publication every item of the page was read at." }),
+    catalog_revision: Revision.openapi({
+      description:
+        "For a tenant's page, the tenant's catalog revision: the publication at which what this tenant sees last changed (other tenants' " +
+        "publications do not move it; it never decreases). Every item of the page was read at it. The internal read of every active " +
+        "definition (`unbound=true`) carries the global catalog revision.",
+    }),
     capabilities: z.array(CapabilityDefinition).openapi({ description: "In capability ID order." }),
     next_cursor: z.string().nullable().openapi({ description: "Opaque; pass it back as `cursor` with the same filters. Null on the last page." }),
     total: Count.openapi({ description: "Every match of the filters at `catalog_revision`, on all pages." }),
@@ -386,7 +391,12 @@ export const CatalogPage = z
   .openapi("CatalogPage");
 export type CatalogPage = z.infer<typeof CatalogPage>;
 
-export const CatalogEntry = z.object({ catalog_revision: Revision, definition: CapabilityDefinition }).openapi("CatalogEntry");
+export const CatalogEntry = z
+  .object({
+    catalog_revision: Revision.openapi({ description: "The tenant's catalog revision the definition was read at (see CatalogPage)." }),
+    definition: CapabilityDefinition,
+  })
+  .openapi("CatalogEntry");
 export type CatalogEntry = z.infer<typeof CatalogEntry>;
 
 /**
@@ -425,6 +435,42 @@ export const CatalogQuery = z.object({
       description: `Page byte budget (canonical JSON of the definitions); at most ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB, the default (larger asks get the maximum). Smaller than the next definition: 400.`,
     }),
 });
+
+/** GET /v1/catalog/changes: the tenant's catalog changes after a revision (functions/31_catalog_changes.sql). */
+export const CatalogChangesQuery = z.object({
+  since: QueryInteger().min(0).max(JSON_INTEGER_MAX).openapi({
+    description: "A `catalog_revision` the registry answered this tenant (a catalog page's, or the previous changes page's): the changes after it.",
+  }),
+  cursor: CatalogQuery.shape.cursor.openapi({ description: "`next_cursor` of the previous changes page, with the same `since`." }),
+  limit: PageSize(CATALOG_PAGE, "Changes per page"),
+  max_bytes: CatalogQuery.shape.max_bytes,
+});
+
+export const CatalogChange = z
+  .object({
+    capability_id: z.string(),
+    change: z.enum(["added", "changed", "removed"]).openapi({
+      description:
+        "`added`: visible now and not at `since`; `changed`: visible at both, its implementing versions changed; `removed`: no longer visible (a tombstone, without a definition).",
+    }),
+    revision: Revision.openapi({ description: "The tenant's catalog revision at which it last changed (after `since`, at most `catalog_revision`)." }),
+    // A union, not .nullable(): see AdmissionSnapshot.retry_scope.
+    definition: z.union([CapabilityDefinition, z.null()]).openapi({ description: "The definition as the catalog serves it; null when removed." }),
+  })
+  .openapi("CatalogChange");
+
+export const CatalogChanges = z
+  .object({
+    catalog_revision: Revision.openapi({
+      description:
+        "The tenant's catalog revision every page of this walk answers at (the cursor carries it). After the last page (next_cursor null), the caller holds the catalog at it: poll with since set to it.",
+    }),
+    since: Revision,
+    changes: z.array(CatalogChange).openapi({ description: "In capability ID order, at most one per capability." }),
+    next_cursor: z.string().nullable().openapi({ description: "Opaque; pass it back as `cursor` with the same `since`. Null on the last page." }),
+  })
+  .openapi("CatalogChanges");
+export type CatalogChanges = z.infer<typeof CatalogChanges>;
 
 // Replica lifecycle -----------------------------------------------------------------------------
 export const LifecycleOperation = z.enum(LIFECYCLE_OPERATIONS);

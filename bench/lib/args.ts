@@ -3,8 +3,23 @@
  * BENCH_DATABASE_URL (a superuser URL of any database on the server) replaces the machine's
  * PostgreSQL at postgres://postgres@127.0.0.1:5432.
  */
-const SUITES = ["cost", "routing", "catalog", "catalog-http", "contention", "limits", "http", "publication", "scale", "partition", "pglite"] as const;
+const SUITES = [
+  "cost",
+  "routing",
+  "catalog",
+  "catalog-http",
+  "catalog-churn",
+  "contention",
+  "limits",
+  "http",
+  "publication",
+  "scale",
+  "partition",
+  "pglite",
+] as const;
 type Suite = (typeof SUITES)[number];
+/** Suites that build databases of their own: the reference fleet is seeded only for the others. */
+export const OWN_DATABASE_SUITES: readonly Suite[] = ["catalog-churn", "scale", "partition", "pglite"];
 
 export interface Options {
   quick: boolean;

@@ -27,10 +27,11 @@ import { tenantId, type Layout } from "../../fixtures/layout.js";
 import { observe } from "../lib/observe.js";
 import type { BenchDatabase } from "../lib/target.js";
 
-const SECRET = "aip-bench-secret-aip-bench-secret-0123456789";
+export const SECRET = "aip-bench-secret-aip-bench-secret-0123456789";
 const PAGE = 50;
 
-async function startServer(db: BenchDatabase, env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
+/** The Node server (bench/workloads/http-server.ts) in its own process over `db`, data plane only. */
+export async function startServer(db: BenchDatabase, env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./http-server.ts", import.meta.url))], {
     env: {
       ...process.env,
@@ -201,13 +202,13 @@ export async function runCatalogHttp(
 
   const configurations: { label: string; env: Record<string, string>; phases: (url: string, serverPid: number | undefined) => Promise<void> }[] = [
     {
-      label: "cache, no staleness",
-      env: { CATALOG_CACHE_BYTES: String(256 * 1024 * 1024), CATALOG_MAX_STALENESS_MS: "0" },
+      label: "cache, no staleness, one statement per request",
+      env: { CATALOG_CACHE_BYTES: String(256 * 1024 * 1024), CATALOG_MAX_STALENESS_MS: "0", CATALOG_SHARED_REVISION_CHECK: "false" },
       phases: async (url, serverPid) => {
         const health = await phase(url, "GET /healthz (HTTP no-op)", [{ path: "/healthz", token: "" }], { expect: 200 });
         const { first, deep } = await collect(url);
         for (const figure of [
-          await phase(url, `first page, cache warm, staleness 0 (limit ${PAGE})`, first, { expect: 200 }),
+          await phase(url, `first page, cache warm, staleness 0, one statement per request (limit ${PAGE})`, first, { expect: 200 }),
           await phase(url, "deep page, cache warm, staleness 0 (pages 6-10)", deep, { expect: 200 }),
           await phase(url, "304: If-None-Match with the page's ETag", first, { expect: 304, conditional: true }),
         ]) {
@@ -248,15 +249,15 @@ export async function runCatalogHttp(
       },
     },
     {
-      label: "cache, no staleness, shared revision check",
-      env: { CATALOG_CACHE_BYTES: String(256 * 1024 * 1024), CATALOG_MAX_STALENESS_MS: "0", CATALOG_SHARED_REVISION_CHECK: "true" },
+      label: "default settings (cache, no staleness, shared revision check)",
+      env: {},
       phases: async (url) => {
-        const health = await phase(url, "GET /healthz (HTTP no-op, shared-check server)", [{ path: "/healthz", token: "" }], { expect: 200 });
+        const health = await phase(url, "GET /healthz (HTTP no-op, default-settings server)", [{ path: "/healthz", token: "" }], { expect: 200 });
         const { first } = await collect(url);
         relate(
-          await phase(url, `first page, cache warm, staleness 0, shared revision check (limit ${PAGE})`, first, {
+          await phase(url, `first page, cache warm, default settings: staleness 0, shared revision check (limit ${PAGE})`, first, {
             expect: 200,
-            note: "CATALOG_SHARED_REVISION_CHECK=true: concurrent hits share one check",
+            note: "default settings (CATALOG_SHARED_REVISION_CHECK=true): concurrent hits share one check of their tenants' revisions",
           }),
           health,
         );

@@ -1,20 +1,25 @@
 /**
  * Serving catalog answers at the speed of a cache, without weakening one catalog guarantee.
  *
- * An answer (a page, or one definition) is a function of (tenant, request, catalog revision), and
- * the revision changes only when a publication commits. So every request is still exactly one
- * statement, but on a warm cache that statement only confirms, under the shared publication lock,
- * that the cached answer's revision is still current (the page function's if_revision
- * short-circuit): the page is not built, not sent over the wire and not parsed or serialized
- * here. A miss builds the page once and keeps it. Where requests of one process can share a
- * promise (Node) and the operator asks for it (`sharedRevisionCheck`), concurrent warm hits share
- * that confirmation instead: a request waits for a check of the revision that started after it
- * arrived, which every request arriving meanwhile shares, so a busy server sends about one
- * statement per round trip instead of one per request; only when the check finds a newer revision
- * does the request then read its answer (its second statement). With `maxStalenessMs` > 0 a cached answer may
- * be served without any statement for that long after its revision was last confirmed current
- * here; pages stay single-revision (an answer is one revision), and a cursor from a revision this
- * process has not seen is always revalidated.
+ * An answer (a page, or one definition) is a function of (tenant, request, the tenant's catalog
+ * revision): the revision at which what the tenant can see last changed, which moves only when a
+ * publication that reaches the tenant commits (functions/30_catalog.sql). Another tenant's
+ * publication leaves this tenant's cached answers, validators and cursors current.
+ *
+ * So a warm hit only needs the tenant's revision confirmed. Where requests of one process can share
+ * a promise (Node, `sharedRevisionCheck`, the default there), concurrent warm hits share that
+ * confirmation: a request waits for a check of its tenant's revision that started after it
+ * arrived, one statement shared by every request (of any tenant) arriving meanwhile, so a busy
+ * server sends about one statement per round trip instead of one per request; only when the
+ * check finds a newer revision does the request then read its answer (its second statement).
+ * Without it (a Worker, whose requests cannot share I/O) every request is exactly one statement,
+ * which on a warm cache only confirms, under the shared publication lock, that the cached answer's
+ * revision is still current (the page function's if_revision short-circuit): the page is not
+ * built, not sent over the wire and not parsed or serialized here. A miss builds the page once and
+ * keeps it. With `maxStalenessMs` > 0 a cached answer may be served without any statement for that
+ * long after its tenant's revision was last confirmed current here; pages stay single-revision (an
+ * answer is one revision), and a cursor from a revision this process has not seen is always
+ * revalidated.
  *
  * HTTP semantics follow from the same fact: the strong ETag is `"<revision>-<digest of tenant and
  * request>"`, `If-None-Match` with it (or `*`) is answered 304 in the same single statement, and
@@ -28,7 +33,7 @@
  * the ETag of the coding this request would get.
  */
 import { negotiateCoding, type Compressor, type ContentCoding } from "../http/compression.js";
-import { ANY_REVISION, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
+import { ANY_REVISION, type CatalogChangesQuery, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
 import type { CachedCatalogAnswer, CatalogCache } from "./cache.js";
 
 export interface CatalogServingOptions {
@@ -128,58 +133,93 @@ function cursorRevision(cursor: string | undefined): number | undefined {
   return match ? Number(match[1]) : undefined;
 }
 
+/** The tenant key of revision bookkeeping: a read without a tenant has one of its own (always revision 0). */
+const tenantKey = (tenantId: string | null) => tenantId ?? "";
+
 /**
- * The newest revision the database has confirmed current here, and when. It belongs to the
- * process (a Worker isolate), not to one request: a runtime that builds an app per request passes
- * the same instance to each.
+ * The newest revision of each tenant's catalog the database has confirmed current here, and when.
+ * It belongs to the process (a Worker isolate), not to one request: a runtime that builds an app
+ * per request passes the same instance to each. At most `maxTenants` are remembered (the least
+ * recently confirmed is forgotten first; a forgotten tenant is simply confirmed again).
  */
 export class ConfirmedRevision {
-  private revision = -1;
-  private at = 0;
+  private readonly tenants = new Map<string, { revision: number; at: number }>();
 
-  confirm(revision: number, at: number): void {
-    if (revision > this.revision) {
-      this.revision = revision;
-      this.at = at;
-    } else if (revision === this.revision) {
-      this.at = Math.max(this.at, at);
+  constructor(private readonly maxTenants = 100_000) {}
+
+  confirm(tenant: string, revision: number, at: number): void {
+    const known = this.tenants.get(tenant);
+    if (known && revision < known.revision) return;
+    const entry = known && revision === known.revision ? { revision, at: Math.max(known.at, at) } : { revision, at };
+    this.tenants.delete(tenant);
+    this.tenants.set(tenant, entry);
+    if (this.tenants.size > this.maxTenants) {
+      for (const oldest of this.tenants.keys()) {
+        this.tenants.delete(oldest);
+        break;
+      }
     }
   }
 
-  /** An answer at `revision` may be served unconfirmed: it is the newest known, confirmed within the bound. */
-  current(revision: number, now: number, maxStalenessMs: number): boolean {
-    return maxStalenessMs > 0 && revision === this.revision && now - this.at <= maxStalenessMs;
+  /** The tenant's newest known revision, if it was confirmed within the bound. */
+  fresh(tenant: string, now: number, maxStalenessMs: number): number | undefined {
+    if (maxStalenessMs <= 0) return undefined;
+    const known = this.tenants.get(tenant);
+    return known !== undefined && now - known.at <= maxStalenessMs ? known.revision : undefined;
+  }
+
+  /** An answer of `tenant` at `revision` may be served unconfirmed: the newest known for it, confirmed within the bound. */
+  current(tenant: string, revision: number, now: number, maxStalenessMs: number): boolean {
+    if (maxStalenessMs <= 0) return false;
+    const known = this.tenants.get(tenant);
+    return known !== undefined && revision === known.revision && now - known.at <= maxStalenessMs;
   }
 }
 
 /**
- * The catalog revision as of a read that started after the caller asked: `current()` joins the
- * check that will start next, never one already running (it may have read its snapshot before the
- * caller's request arrived, and missed a publication the caller must see). At most one check runs
- * at a time, and every caller that arrived while it ran shares the one after it.
+ * A tenant's catalog revision as of a read that started after the caller asked: `current()` joins
+ * the check that will start next, never one already running (it may have read its snapshot before
+ * the caller's request arrived, and missed a publication the caller must see). At most one check
+ * runs at a time, and every caller that arrived while it ran shares the one after it, whatever its
+ * tenant: one statement reads the revisions of every tenant asked for.
  */
-export class SharedRevisionCheck<T = number> {
-  private running: Promise<T> | null = null;
-  private next: Promise<T> | null = null;
+export interface CheckedRevisions {
+  revisions: Map<string, number>;
+  /** 0 from the primary; from a replica, how long before now its snapshot was known current. */
+  replay_lag_ms: number;
+}
 
-  constructor(private readonly read: () => Promise<T>) {}
+export class SharedRevisionCheck {
+  private running: Promise<unknown> | null = null;
+  private next: { tenants: Set<string>; revisions: Promise<CheckedRevisions> } | null = null;
 
-  current(): Promise<T> {
-    if (!this.running) return this.start();
-    this.next ??= this.running.then(
-      () => this.startNext(),
-      () => this.startNext(),
-    );
-    return this.next;
+  constructor(private readonly read: (tenants: readonly string[]) => Promise<CheckedRevisions>) {}
+
+  current(tenant: string): Promise<{ catalog_revision: number; replay_lag_ms: number }> {
+    let revisions: Promise<CheckedRevisions>;
+    if (!this.running) {
+      revisions = this.start(new Set([tenant]));
+    } else {
+      if (!this.next) {
+        const tenants = new Set<string>();
+        const startNext = () => {
+          this.next = null;
+          return this.start(tenants);
+        };
+        this.next = { tenants, revisions: this.running.then(startNext, startNext) };
+      }
+      this.next.tenants.add(tenant);
+      revisions = this.next.revisions;
+    }
+    return revisions.then((checked) => {
+      const revision = checked.revisions.get(tenant);
+      if (revision === undefined) throw new Error(`the revision check did not answer for tenant ${JSON.stringify(tenant)}`);
+      return { catalog_revision: revision, replay_lag_ms: checked.replay_lag_ms };
+    });
   }
 
-  private startNext(): Promise<T> {
-    this.next = null;
-    return this.start();
-  }
-
-  private start(): Promise<T> {
-    const check = this.read();
+  private start(tenants: Set<string>): Promise<CheckedRevisions> {
+    const check = this.read([...tenants]);
     this.running = check;
     const done = () => {
       if (this.running === check) this.running = null;
@@ -192,7 +232,7 @@ export class SharedRevisionCheck<T = number> {
 export class CatalogServer {
   private readonly confirmed: ConfirmedRevision;
   private readonly now: () => number;
-  private readonly revisionCheck: SharedRevisionCheck<{ catalog_revision: number; replay_lag_ms: number }> | undefined;
+  private readonly revisionCheck: SharedRevisionCheck | undefined;
 
   constructor(
     private readonly registry: Registry,
@@ -200,7 +240,7 @@ export class CatalogServer {
   ) {
     this.confirmed = options.confirmed ?? new ConfirmedRevision();
     this.now = options.now ?? Date.now;
-    this.revisionCheck = options.sharedRevisionCheck && options.cache ? new SharedRevisionCheck(() => registry.catalogRevision()) : undefined;
+    this.revisionCheck = options.sharedRevisionCheck && options.cache ? new SharedRevisionCheck((tenants) => registry.catalogRevisions(tenants)) : undefined;
   }
 
   /** Whether answers depend on Accept-Encoding (they are then sent with `Vary: Accept-Encoding`). */
@@ -209,18 +249,38 @@ export class CatalogServer {
   }
 
   page(tenantId: string | null, query: CatalogQuery, request: CatalogRequest = {}): Promise<CatalogOutcome> {
-    return this.serve(pageKey(tenantId, query), request, cursorRevision(query.cursor), (ifRevision) =>
+    return this.serve(tenantKey(tenantId), pageKey(tenantId, query), request, cursorRevision(query.cursor), (ifRevision) =>
       this.registry.catalogPageText(tenantId, query, ifRevision),
     );
   }
 
   definition(tenantId: string | null, capabilityId: string, request: CatalogRequest = {}): Promise<CatalogOutcome> {
-    return this.serve(definitionKey(tenantId, capabilityId), request, undefined, (ifRevision) =>
+    return this.serve(tenantKey(tenantId), definitionKey(tenantId, capabilityId), request, undefined, (ifRevision) =>
       this.registry.catalogGetText(tenantId, capabilityId, ifRevision),
     );
   }
 
+  /**
+   * The tenant's catalog changes after `query.since` (GET /v1/catalog/changes), not cached: 304
+   * when nothing changed since, which within the staleness bound costs no statement at all when
+   * this process confirmed the tenant's revision at or before `since`; otherwise one statement.
+   * The strong ETag names the tenant's revision and the request.
+   */
+  async changes(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogOutcome> {
+    const tenant = tenantKey(tenantId);
+    const digest = keyDigest(JSON.stringify(["changes", tenantId, query.since, query.cursor ?? null, query.limit ?? null, query.max_bytes ?? null]));
+    const known = query.cursor === undefined ? this.confirmed.fresh(tenant, this.now(), this.options.maxStalenessMs ?? 0) : undefined;
+    if (known !== undefined && query.since >= known) return { status: 304, revision: known, etag: etagOf(known, digest), cache: "hit" };
+    const answer = await this.registry.catalogChangesText(tenantId, query);
+    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
+    const etag = etagOf(answer.catalog_revision, digest);
+    if (answer.not_modified || answer.text === null) return { status: 304, revision: answer.catalog_revision, etag, cache: "revalidated" };
+    return { status: 200, revision: answer.catalog_revision, etag, body: answer.text, coding: null, cache: "miss" };
+  }
+
   private async serve(
+    tenant: string,
     key: string,
     request: CatalogRequest,
     fromRevision: number | undefined,
@@ -247,7 +307,7 @@ export class CatalogServer {
     if (
       cached &&
       (fromRevision === undefined || fromRevision === cached.revision) &&
-      this.confirmed.current(cached.revision, this.now(), this.options.maxStalenessMs ?? 0)
+      this.confirmed.current(tenant, cached.revision, this.now(), this.options.maxStalenessMs ?? 0)
     ) {
       if (validator === "any" || validator === cached.revision) return { status: 304, revision: cached.revision, etag: etag(cached.revision), cache: "hit" };
       return { status: 200, revision: cached.revision, etag: etag(cached.revision), body: await served(cached), coding, cache: "hit" };
@@ -255,9 +315,9 @@ export class CatalogServer {
 
     // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
     if (cached && this.revisionCheck && (fromRevision === undefined || fromRevision === cached.revision)) {
-      const checked = await this.revisionCheck.current().catch(() => undefined);
+      const checked = await this.revisionCheck.current(tenant).catch(() => undefined);
       // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
-      if (checked !== undefined) this.confirmed.confirm(checked.catalog_revision, this.now() - checked.replay_lag_ms);
+      if (checked !== undefined) this.confirmed.confirm(tenant, checked.catalog_revision, this.now() - checked.replay_lag_ms);
       const current = checked?.catalog_revision;
       if (current === cached.revision) {
         if (validator === "any" || validator === current) return { status: 304, revision: current, etag: etag(current), cache: "revalidated" };
@@ -266,13 +326,16 @@ export class CatalogServer {
     }
 
     // One statement: "not modified" at the newest revision we (or the client) hold, or the answer.
+    // "Not modified" says the tenant's content has not changed since that revision: the answer
+    // reports the tenant's revision, at most the one sent (an issued validator always names it).
     const newest = Math.max(cached?.revision ?? -1, typeof validator === "number" ? validator : -1);
     const answer = await read(validator === "any" ? ANY_REVISION : newest >= 0 ? newest : null);
     // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
-    this.confirmed.confirm(answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
+    this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const revision = answer.catalog_revision;
     if (answer.not_modified) {
-      if (validator === "any" || validator === revision) return { status: 304, revision, etag: etag(revision), cache: "revalidated" };
+      if (validator === "any" || (typeof validator === "number" && validator >= revision))
+        return { status: 304, revision, etag: etag(revision), cache: "revalidated" };
       // The validator we sent was the cached answer's: serve it.
       if (cached?.revision === revision) return { status: 200, revision, etag: etag(revision), body: await served(cached), coding, cache: "revalidated" };
       throw new Error(`catalog answered "not modified" at revision ${revision}, which nothing here holds`);

@@ -10,6 +10,7 @@
 import {
   RegistryClient,
   RegistryProblem,
+  type CatalogChange,
   type Change,
   type FleetRegion,
   type FleetStatus,
@@ -45,6 +46,11 @@ export interface Backend {
   removeSettledRoutes(limit: number, window?: RetentionWindow): Promise<RouteRetentionResult>;
   routesPage(query: RoutesQuery): Promise<RoutesPage>;
   recordRouteExport(settledAfter: string | null, settledBefore: string): Promise<RouteExportWatermarks>;
+  /**
+   * Every change in a tenant's catalog after `since` (all pages), and the revision reached.
+   * Over HTTP the tenant is the token's and `tenantId` must be absent; over SQL it is required.
+   */
+  catalogChanges(tenantId: string | undefined, since: number, limit?: number): Promise<{ catalog_revision: number; changes: CatalogChange[] }>;
   close(): Promise<void>;
 }
 
@@ -102,6 +108,10 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
     },
     routesPage: (query) => client.routesPage(query),
     recordRouteExport: (after, before) => client.recordRouteExport(after, before),
+    async catalogChanges(tenantId, since, limit) {
+      if (tenantId) throw new Error("over HTTP the tenant is the token's");
+      return client.catalogChangesAll(since, limit ? { limit } : {});
+    },
     close: async () => {},
   };
 }

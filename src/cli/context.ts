@@ -65,7 +65,7 @@ export function registryUrl(ctx: CommandContext): string {
  * AIP_REGISTRY_TOKEN, or a short-lived token minted for exactly `scopes` from the signing secret
  * (development setups, where the CLI runs next to the server's data directory).
  */
-async function openBackend(ctx: CommandContext, scopes: Scope[]): Promise<Backend> {
+async function openBackend(ctx: CommandContext, scopes: Scope[], claims: { tenantId?: string } = {}): Promise<Backend> {
   const databaseUrl = str(ctx.values, "database-url");
   // Loaded on demand: an HTTP command should not pay for the database driver.
   if (databaseUrl) return (await import("./sql-backend.js")).sqlBackend(databaseUrl);
@@ -87,6 +87,7 @@ async function openBackend(ctx: CommandContext, scopes: Scope[]): Promise<Backen
     (token ??= mintToken(secret, {
       subject: "aip-registry-cli",
       scopes,
+      ...(claims.tenantId ? { tenantId: claims.tenantId } : {}),
       ttlSeconds: 300,
       ...(ctx.env.AUTH_ISSUER ? { issuer: ctx.env.AUTH_ISSUER } : {}),
       ...(ctx.env.AUTH_AUDIENCE ? { audience: ctx.env.AUTH_AUDIENCE } : {}),
@@ -94,8 +95,13 @@ async function openBackend(ctx: CommandContext, scopes: Scope[]): Promise<Backen
   return httpBackend({ url, token: mint, timeoutMs });
 }
 
-export async function withBackend<T>(ctx: CommandContext, scopes: Scope[], fn: (backend: Backend) => Promise<T>): Promise<T> {
-  const backend = await openBackend(ctx, scopes);
+export async function withBackend<T>(
+  ctx: CommandContext,
+  scopes: Scope[],
+  fn: (backend: Backend) => Promise<T>,
+  claims: { tenantId?: string } = {},
+): Promise<T> {
+  const backend = await openBackend(ctx, scopes, claims);
   try {
     return await fn(backend);
   } finally {

@@ -5,7 +5,8 @@
 import { createPgPool, pgExecutor, redactUrl } from "../db/pg.js";
 import { BINDINGS_PAGE, CLI_CONNECT_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS } from "../limits.js";
 import { verifySchema } from "../registry/schema-check.js";
-import { Registry } from "../registry/registry.js";
+import { Registry, type CatalogChanges } from "../registry/registry.js";
+import type { CatalogChange } from "../client.js";
 import type { Backend } from "./backend.js";
 import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
 
@@ -58,6 +59,20 @@ export async function sqlBackend(databaseUrl: string): Promise<Backend> {
     },
     routesPage: (query) => registry.routesPage(query),
     recordRouteExport: (after, before) => registry.recordRouteExport(after, before),
+    async catalogChanges(tenantId, since, limit) {
+      if (!tenantId) throw new Error("over SQL the tenant must be given");
+      const changes: CatalogChange[] = [];
+      let page = await registry.catalogChanges(tenantId, { since, ...(limit ? { limit } : {}) });
+      if (!page) return { catalog_revision: since, changes };
+      changes.push(...page.changes);
+      while (page.next_cursor) {
+        const next: CatalogChanges | null = await registry.catalogChanges(tenantId, { since, cursor: page.next_cursor, ...(limit ? { limit } : {}) });
+        if (!next) break;
+        page = next;
+        changes.push(...page.changes);
+      }
+      return { catalog_revision: page.catalog_revision, changes };
+    },
     close: () => pool.end(),
   };
 }

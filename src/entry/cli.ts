@@ -3,7 +3,7 @@
  * file compiled, dist/entry/cli.js).
  *
  * Transport per command: `migrate` talks SQL (it must: a Worker never migrates); `serve` starts
- * the Node server; `apply`, `status`, `doctor`, `expire-leases` and `routes` talk to the HTTP API
+ * the Node server; `apply`, `status`, `doctor`, `expire-leases`, `routes` and `catalog` talk to the HTTP API
  * (--url, --token) or, with --database-url, call the same SQL functions directly; `token` and
  * `registration` are local.
  * Results go to stdout, progress and errors to stderr. Exit codes: 0 ok, 1 refused or unhealthy,
@@ -93,6 +93,16 @@ const COMMANDS: Record<string, Command> = {
       "require-export": { type: "boolean" },
     },
     run: async (ctx) => (await import("../cli/routes.js")).routes(ctx),
+  },
+  catalog: {
+    summary: "Show what changed in a tenant's catalog after a revision (catalog changes --since R)",
+    usage:
+      "catalog changes --since R [--limit N] [--json] [--url URL] [--token T | --database-url URL --tenant T]\n" +
+      "  Every capability added, changed or removed in the tenant's catalog after revision R (GET /v1/catalog/changes, all pages),\n" +
+      "  and the revision that brings you to. The tenant is the token's (a token minted from AUTH_HS256_SECRET takes --tenant);\n" +
+      "  over SQL, --tenant. Exit 1 with changes-expired when R is older than the history kept: list the catalog again.",
+    options: { ...HTTP, since: { type: "string" }, tenant: { type: "string" }, limit: { type: "string" } },
+    run: async (ctx) => (await import("../cli/catalog.js")).catalog(ctx),
   },
   doctor: {
     summary: "Check readiness and the registry's invariants (exit 1 on a problem)",

@@ -40,6 +40,7 @@ import { lockDataDir, type DataDirLock } from "../node/data-dir-lock.js";
 import { drainable, type Drainable, type DrainReport } from "../node/drain.js";
 import { serveUntilSignal } from "../node/signals.js";
 import { installTransport, TRANSPORT_SERVER_OPTIONS } from "../node/transport.js";
+import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-history.js";
 import { RetentionSchedule, retentionSettings } from "../maintenance/route-retention.js";
 import { jsonLines } from "../observability/access-log.js";
 import { nodeMetrics } from "../observability/node-metrics.js";
@@ -336,6 +337,7 @@ export async function startServer(
           minIntervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
           bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
           ...(retention ? { retention: new RetentionSchedule(retention) } : {}),
+          changeHistory: new ChangeHistorySchedule(changeHistorySettings(config)),
           ...(options.maintenanceClock ? { clock: options.maintenanceClock } : {}),
           onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
           onCycle: ({ expired, released, retention: retained }) => {

@@ -40,6 +40,7 @@ import { authenticatorFrom, type Authenticator } from "../http/auth.js";
 import { PROBLEM_CONTENT_TYPE, problemDocument } from "../http/problem.js";
 import { LeaseClockNotifier, LeaseClockObject, type ClockHost, type ClockNamespace, type ClockState } from "../maintenance/lease-clock.js";
 import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle } from "../maintenance/cycle.js";
+import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-history.js";
 import { RetentionSchedule, retentionSettings, type RetentionSettings } from "../maintenance/route-retention.js";
 import { jsonLines } from "../observability/access-log.js";
 import { RegistryError } from "../registry/errors.js";
@@ -62,6 +63,8 @@ class WorkerRuntime implements ClockHost {
   /** Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its next cycle. */
   readonly retention: RetentionSettings | undefined;
   private readonly retentionSchedule: RetentionSchedule | undefined;
+  /** Trimming of the catalog change feed's history, within the LeaseClock's cycles. */
+  private readonly changeHistory: ChangeHistorySchedule;
   /**
    * The catalog replica's state for every registry this isolate builds: the revision floors that
    * keep its answers from going backwards, its lag bound and its backoff (src/catalog/replica.ts).
@@ -85,6 +88,7 @@ class WorkerRuntime implements ClockHost {
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
     this.retention = retentionSettings(config);
     this.retentionSchedule = this.retention ? new RetentionSchedule(this.retention) : undefined;
+    this.changeHistory = new ChangeHistorySchedule(changeHistorySettings(config));
     const edge = (globalThis as { caches?: { default?: EdgeCache } }).caches?.default;
     this.catalogCache = config.CATALOG_CACHE && edge ? new EdgeCatalogCache(edge) : undefined;
     this.minIntervalMs = config.LEASE_MAINTENANCE_INTERVAL_MS || DEFAULT_MIN_INTERVAL_MS;
@@ -144,7 +148,7 @@ class WorkerRuntime implements ClockHost {
   async maintain(): Promise<MaintenanceCycle> {
     const pools = this.config.NEON_TRANSPORT === "websocket" ? new RequestPools() : undefined;
     try {
-      const cycle = await runMaintenanceCycle(this.registry(pools), this.bounds, this.retentionSchedule);
+      const cycle = await runMaintenanceCycle(this.registry(pools), this.bounds, this.retentionSchedule, Date.now, this.changeHistory);
       if (cycle.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired: cycle.expired, released: cycle.released }));
       if (cycle.retention && cycle.retention.removed > 0)
         console.log(JSON.stringify({ level: "info", msg: "routes removed", removed: cycle.retention.removed }));

@@ -9,9 +9,11 @@
  * (src/maintenance/timer.ts) both run a cycle at the earliest deadline they know and take the next
  * one from the cycle's `next_deadline`; with no live lease there is no next cycle at all, so an
  * idle deployment sends the database nothing. Route retention runs within these cycles
- * (src/maintenance/route-retention.ts).
+ * (src/maintenance/route-retention.ts), and so does trimming the catalog change feed's history
+ * (src/catalog/change-history.ts).
  */
 import { LEASE_EXPIRY_BATCH, LEASE_EXPIRY_MAX_BATCHES, LEASE_MAINTENANCE_INTERVAL_MS } from "../limits.js";
+import type { ChangeHistoryCycle, ChangeHistorySchedule } from "../catalog/change-history.js";
 import type { Registry } from "../registry/registry.js";
 import type { RetentionCycle, RetentionSchedule } from "./route-retention.js";
 
@@ -39,6 +41,8 @@ export interface MaintenanceCycle {
   next_deadline: string | null;
   /** Route retention, when it ran in this cycle (src/maintenance/route-retention.ts). */
   retention?: RetentionCycle;
+  /** The catalog change feed's history trimmed, when it ran in this cycle (src/catalog/change-history.ts). */
+  changes?: ChangeHistoryCycle;
 }
 
 export async function runLeaseMaintenance(registry: Registry, bounds: MaintenanceBounds = DEFAULT_MAINTENANCE): Promise<MaintenanceCycle> {
@@ -74,18 +78,23 @@ export interface MaintenanceStats {
 }
 
 /**
- * One maintenance cycle: lease expiry, then route retention when its schedule says it is due (it
- * rides on these cycles and adds none of its own, but for a backlog: see planNextCycle).
+ * One maintenance cycle: lease expiry, then route retention and the change feed's trimming when
+ * their schedules say they are due (they ride on these cycles and add none of their own, but for a
+ * retention backlog: see planNextCycle).
  */
 export async function runMaintenanceCycle(
   registry: Registry,
   bounds: MaintenanceBounds = DEFAULT_MAINTENANCE,
   retention?: RetentionSchedule,
   now: () => number = Date.now,
+  changeHistory?: ChangeHistorySchedule,
 ): Promise<MaintenanceCycle> {
-  const cycle = await runLeaseMaintenance(registry, bounds);
+  const cycle: MaintenanceCycle = await runLeaseMaintenance(registry, bounds);
   const retained = await retention?.runIfDue(registry, now);
-  return retained ? { ...cycle, retention: retained } : cycle;
+  if (retained) cycle.retention = retained;
+  const trimmed = await changeHistory?.runIfDue(registry, now);
+  if (trimmed) cycle.changes = trimmed;
+  return cycle;
 }
 
 /** When the next cycle is due (epoch ms; null: none), and how many cycles in a row found a stuck backlog. */

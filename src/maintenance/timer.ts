@@ -10,6 +10,7 @@
  * Several servers on one database each follow the deadlines they learn plus the database's
  * earliest one, so together they cover every live lease; concurrent cycles take disjoint batches.
  */
+import type { ChangeHistorySchedule } from "../catalog/change-history.js";
 import type { Registry } from "../registry/registry.js";
 import { backoff, planNextCycle, runMaintenanceCycle, type MaintenanceBounds, type MaintenanceCycle, type MaintenanceStats } from "./cycle.js";
 import type { RetentionSchedule } from "./route-retention.js";
@@ -60,6 +61,8 @@ export function createMaintenanceTimer(
     bounds?: MaintenanceBounds;
     /** Route retention, run within these cycles (src/maintenance/route-retention.ts); none: routes are kept. */
     retention?: RetentionSchedule;
+    /** The catalog change feed's history, trimmed within these cycles (src/catalog/change-history.ts). */
+    changeHistory?: ChangeHistorySchedule;
     clock?: MaintenanceClock;
     onError?: (error: unknown) => void;
     onCycle?: (cycle: MaintenanceCycle) => void;
@@ -94,7 +97,7 @@ export function createMaintenanceTimer(
     running = (async () => {
       let next: number | null;
       try {
-        const result = await runMaintenanceCycle(registry, options.bounds, options.retention, clock.now);
+        const result = await runMaintenanceCycle(registry, options.bounds, options.retention, clock.now, options.changeHistory);
         stats.runs++;
         stats.expired += result.expired;
         stats.released += result.released;

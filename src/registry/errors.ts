@@ -24,6 +24,8 @@ export const PROBLEM_STATUS = {
   "fence-lost": 409,
   /** The action's route may have been removed by route retention: it is not routed afresh (functions/82_retention.sql). */
   "route-expired": 410,
+  /** A change feed from a revision older than the history kept (functions/31_catalog_changes.sql): list the catalog again. */
+  "changes-expired": 410,
   "payload-too-large": 413,
   "unsupported-media-type": 415,
   admission: 422,
@@ -56,6 +58,7 @@ export const PROBLEM_TITLES: Record<ProblemCode, string> = {
   "stale-cursor": "Stale catalog cursor",
   "fence-lost": "Route fence lost",
   "route-expired": "Route evidence expired",
+  "changes-expired": "Catalog changes no longer kept",
   "payload-too-large": "Payload too large",
   "unsupported-media-type": "Unsupported media type",
   admission: "Admission refused",
@@ -80,6 +83,7 @@ export const DATABASE_PROBLEMS = [
   "stale-cursor",
   "fence-lost",
   "route-expired",
+  "changes-expired",
   "admission",
   "capacity-exceeded",
   "replica-unavailable",

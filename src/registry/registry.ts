@@ -36,6 +36,8 @@ import { RegistryError, fromDatabaseError } from "./errors.js";
 
 // What the functions take: the request schemas' validated output (src/schemas.ts).
 export type CatalogQuery = z.output<typeof S.CatalogQuery>;
+export type CatalogChangesQuery = z.output<typeof S.CatalogChangesQuery>;
+export type CatalogChanges = S.CatalogChanges;
 export type TopologyPreference = z.output<typeof S.TopologyPreference>;
 export type LifecycleRequest = z.output<typeof S.LifecycleRequest>;
 export type LifecycleResult = z.infer<typeof S.LifecycleResponse>;
@@ -148,14 +150,58 @@ export class Registry {
     );
   }
 
-  /** The catalog's committed revision (from the replica when configured and recent enough). */
-  async catalogRevision(): Promise<{ catalog_revision: number; replay_lag_ms: number }> {
-    const answer = await this.catalogRead(
-      null,
-      { columns: "r.revision::text AS revision", from: (after) => `(SELECT aip_catalog_revision_now()${after} AS revision) r` },
-      [],
+  /**
+   * The tenant's catalog changes after `query.since` as JSON text (functions/31_catalog_changes.sql),
+   * or not_modified (text null) when nothing changed since.
+   */
+  catalogChangesText(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogAnswer> {
+    return this.catalogRead(
+      tenantId,
+      {
+        columns:
+          "r->>'catalog_revision' AS revision, CASE WHEN r->>'not_modified' IS NULL THEN r::text END AS text, r->>'not_modified' IS NOT NULL AS not_modified",
+        // No bigint argument to make it lateral to the lag measurement: measured in the same statement still.
+        from: () => "aip_catalog_changes($1::text, $2::jsonb) AS r",
+      },
+      [tenantId, json(query)],
     );
-    return { catalog_revision: answer.catalog_revision, replay_lag_ms: answer.replay_lag_ms ?? 0 };
+  }
+
+  /** The tenant's catalog changes after `query.since`; null when nothing changed since. */
+  async catalogChanges(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogChanges | null> {
+    const answer = await this.catalogChangesText(tenantId, query);
+    return answer.text === null ? null : (JSON.parse(answer.text) as CatalogChanges);
+  }
+
+  /**
+   * Maintenance: removes up to `limit` of the oldest catalog change rows outside the history kept,
+   * raising the affected tenants' oldest answerable `since`.
+   */
+  trimCatalogChanges(keepRevisions: number, keepSeconds: number, limit: number): Promise<{ trimmed: number; backlog: boolean }> {
+    return this.data("aip_trim_catalog_changes($1::bigint, $2::bigint, $3::integer)", [keepRevisions, keepSeconds, limit]);
+  }
+
+  /**
+   * The committed catalog revisions of these tenants ("" for a read without a tenant: always 0), in
+   * one statement: from the replica when it is recent enough for every tenant's floor
+   * (src/catalog/replica.ts), else from the primary.
+   */
+  async catalogRevisions(tenantIds: readonly string[]): Promise<{ revisions: Map<string, number>; replay_lag_ms: number }> {
+    type Row = { tenant_id: string; revision: string };
+    const statement: CatalogStatement = {
+      columns: "n.tenant_id, n.revision::text AS revision",
+      // A JSON array, not a driver's array literal: the same text on pg, PGlite and Neon.
+      from: () => "aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) AS n",
+    };
+    const params = [json(tenantIds)];
+    try {
+      const { rows, lagMs } = this.replica
+        ? await this.replica.readRows<Row>((row) => row.tenant_id || null, statement, params, this.executors.data)
+        : { rows: await this.executors.data.query<Row>(primaryStatement(statement), params), lagMs: 0 };
+      return { revisions: new Map(rows.map((row) => [row.tenant_id, Number(row.revision)])), replay_lag_ms: lagMs };
+    } catch (error) {
+      throw fromDatabaseError(error);
+    }
   }
 
   /** The catalog replica's state (null: none configured); `probe` asks it for its lag first. */

@@ -1,10 +1,12 @@
 /**
- * Tenant capability catalog (scope catalog:read): revision-consistent pages and single reads.
- * The tenant comes from the token; a token without one sees an empty catalog.
+ * Tenant capability catalog (scope catalog:read): revision-consistent pages, single reads, and the
+ * tenant's change feed (functions/31_catalog_changes.sql). The tenant comes from the token; a
+ * token without one sees an empty catalog.
  *
- * Answers are served through the revision-keyed cache of src/catalog/serve.ts: one statement per
- * request, which on a warm cache only confirms the cached answer's revision. Every answer carries
- * a strong ETag naming its revision and the tenant's request, and `Cache-Control: private,
+ * Answers are served through the cache of src/catalog/serve.ts, keyed on the tenant's catalog
+ * revision: at most one statement per request, which on a warm cache only confirms that revision
+ * (shared among concurrent requests on Node). Every answer carries a strong ETag naming the
+ * tenant's revision and the tenant's request, and `Cache-Control: private,
  * no-cache`: private because the answer is one tenant's, no-cache because only the registry can
  * tell whether a publication has happened since (a 304 costs one tiny statement). `Vary:
  * Authorization` keeps shared caches that ignore `private` from mixing tenants. Where the server
@@ -19,7 +21,7 @@ import { requireScope } from "../http/guards.js";
 import { CATALOG_PAGE, CATALOG_PAGE_BYTES } from "../limits.js";
 import { CATALOG_CACHE_HEADER } from "../observability/request-info.js";
 import { RegistryError } from "../registry/errors.js";
-import { CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
+import { CatalogChanges, CatalogChangesQuery, CatalogEntry, CatalogPage, CatalogQuery } from "../schemas.js";
 import { bearer, json, pathId, problems } from "./common.js";
 
 const IfNoneMatch = z.object({
@@ -35,7 +37,7 @@ const CacheHeaders = {
   },
   "Cache-Control": { description: "`private, no-cache`: one tenant's answer, revalidated on every use.", schema: { type: "string" as const } },
 };
-const NotModified = { description: "Not modified: the catalog revision still matches If-None-Match", headers: CacheHeaders };
+const NotModified = { description: "Not modified: the tenant's catalog revision still matches If-None-Match", headers: CacheHeaders };
 
 /**
  * Where a Worker must be told about work that outlives the response; nowhere on Node. Looked up
@@ -83,10 +85,11 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
       description:
         `Ordered by capability ID, bounded by item count (\`limit\`, default ${CATALOG_PAGE.default}, clamped to [1, ${CATALOG_PAGE.max}]) and by the summed ` +
         `canonical size of the definitions (\`page_bytes\` at most \`max_bytes\`, default and maximum ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB), all read at one ` +
-        "catalog revision; `total` counts every match at that revision. Pass `next_cursor` back as `cursor` with the same " +
-        "filters; after a publication the cursor is stale (409 `stale-cursor`): restart from the first page. Replica " +
-        "heartbeats, leases and capacity never change the revision. `If-None-Match` with the ETag answers 304 while the " +
-        "revision is unchanged.",
+        "catalog revision, the tenant's: the publication at which what this tenant sees last changed. `total` counts every match " +
+        "at that revision. Pass `next_cursor` back as `cursor` with the same filters; after a publication that changes what the " +
+        "tenant sees the cursor is stale (409 `stale-cursor`): restart from the first page. Other tenants' publications, replica " +
+        "heartbeats, leases and capacity never change the tenant's revision. `If-None-Match` with the ETag answers 304 while the " +
+        "tenant's revision is unchanged.",
       security: bearer,
       middleware: [requireScope("catalog:read")],
       request: { query: CatalogQuery, headers: IfNoneMatch },
@@ -99,6 +102,35 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
     async (c) => {
       const outcome = await catalog.page(c.get("principal").tenantId, c.req.valid("query"), catalogRequest(c));
       return respond(c, catalog, outcome, () => new RegistryError("internal", "a catalog page is never missing"));
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/v1/catalog/changes",
+      operationId: "catalogChanges",
+      tags: ["catalog"],
+      summary: "What changed in the token's tenant's catalog after a revision",
+      description:
+        "The capabilities of the tenant that were added, changed (with their definitions) or removed (tombstones) after `since`, " +
+        "a `catalog_revision` the registry answered this tenant (a catalog page's, or the last changes page's), in pages ordered by " +
+        "capability ID, all at one revision. After the last page the caller holds the catalog at `catalog_revision`: poll " +
+        "again with `since` set to it. 304 when nothing changed since (one index lookup; none at all within the server's " +
+        "staleness bound). 410 `changes-expired` when `since` is older than the history kept (`CATALOG_CHANGES_KEEP_REVISIONS`, " +
+        "`CATALOG_CHANGES_KEEP_SECONDS`): list the catalog again. Gateway sync recipe: docs/catalog-sync.md.",
+      security: bearer,
+      middleware: [requireScope("catalog:read")],
+      request: { query: CatalogChangesQuery },
+      responses: {
+        200: { ...json(CatalogChanges, "The changes after `since`"), headers: CacheHeaders },
+        304: { description: "Nothing changed in the tenant's catalog after `since`", headers: CacheHeaders },
+        ...problems("changes-expired"),
+      },
+    }),
+    async (c) => {
+      const outcome = await catalog.changes(c.get("principal").tenantId, c.req.valid("query"));
+      return respond(c, catalog, outcome, () => new RegistryError("internal", "a change feed page is never missing"));
     },
   );
 

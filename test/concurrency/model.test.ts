@@ -51,6 +51,8 @@ it(`random interleavings of ${shape.workers} parallel clients keep one destinati
   expect(Object.keys(o.settle ?? {}).filter((k) => k.startsWith("released")).length).toBeGreaterThanOrEqual(3);
   expect(o.forged?.["fence-lost"] ?? 0).toBeGreaterThan(0);
   expect(o.catalog?.continued ?? 0).toBeGreaterThan(0);
+  // Tenant-scoped validity was exercised: walks went on across other tenants' publications.
+  expect(o.catalog?.["continued past newer publications"] ?? 0).toBeGreaterThan(0);
   expect(summary.checks.pages).toBeGreaterThan(0);
   expect(summary.checks.decisions).toBeGreaterThan(0);
   expect(summary.samples).toBeGreaterThan(0);

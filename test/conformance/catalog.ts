@@ -80,15 +80,35 @@ export function catalogConformance(api: Api): void {
       expectProblem(await api.call("GET", `/v1/catalog/capabilities/${encodeURIComponent(id)}`, { token: tokenB }), 404, "not-found");
     });
 
-    it("409 stale-cursor after a publication; page 1 works again", async () => {
+    it("a cursor survives another tenant's publication; 409 stale-cursor after one that reaches the tenant; page 1 works again", async () => {
       const first = await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenA });
       const cursor = first.body.next_cursor as string;
+      const etag = first.headers.get("etag")!;
       await api.publish([{ ...binding(tenantB, fleet.capabilities[1] as string, `cinst_${api.prefix}_cat_b`) }]);
+      const next = await api.call("GET", `/v1/catalog/capabilities?limit=1&cursor=${encodeURIComponent(cursor)}`, { token: tokenA });
+      expect(next.status).toBe(200);
+      expect(next.body).toMatchObject({ catalog_revision: first.body.catalog_revision, capabilities: [{ capability: { id: fleet.capabilities[1] } }] });
+      expect((await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenA, headers: { "if-none-match": etag } })).status).toBe(304);
+      await api.publish([{ ...binding(tenantA, fleet.capabilities[2] as string, fleet.instances[tenantA]!), enabled: false, policy_revision: 2 }]);
       const stale = await api.call("GET", `/v1/catalog/capabilities?limit=1&cursor=${encodeURIComponent(cursor)}`, { token: tokenA });
       expectProblem(stale, 409, "stale-cursor");
       const restarted = await api.call("GET", "/v1/catalog/capabilities?limit=1", { token: tokenA });
       expect(restarted.body.catalog_revision).toBeGreaterThan(first.body.catalog_revision);
       expectProblem(await api.call("GET", "/v1/catalog/capabilities?cursor=garbage", { token: tokenA }), 400, "invalid");
+
+      // The changes feed from the first page's revision: the capability the tenant no longer sees,
+      // and from the restarted page's, nothing (304, strong ETag).
+      const changes = await api.call("GET", `/v1/catalog/changes?since=${first.body.catalog_revision}`, { token: tokenA });
+      expect(changes.status).toBe(200);
+      expect(changes.body).toEqual({
+        catalog_revision: restarted.body.catalog_revision,
+        since: first.body.catalog_revision,
+        changes: [{ capability_id: fleet.capabilities[2], change: "removed", revision: restarted.body.catalog_revision, definition: null }],
+        next_cursor: null,
+      });
+      const none = await api.call("GET", `/v1/catalog/changes?since=${restarted.body.catalog_revision}`, { token: tokenA });
+      expect(none.status).toBe(304);
+      expect(none.headers.get("etag")).toMatch(/^"\d+-[0-9a-f]{16}"$/);
     });
   });
 }

@@ -205,17 +205,43 @@ describe("the cursor", () => {
     expect(second).toMatchObject({ catalog_revision: revision, total: 4 });
     expect(idsOf(second)).toEqual(["cap:cur.b"]);
 
-    // Any publication that changes the catalog, even far from this tenant.
+    // Publications that do not reach this tenant move the global revision, not the tenant's: an
+    // admission policy, and another tenant's binding.
     await db.registry.publish([policy("quota:cursor-test")]);
-    const stale = await expectRefusal(catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: second.next_cursor! }), "stale-cursor");
-    expect(stale.extensions).toEqual({ cursor_revision: revision, catalog_revision: revision + 1 });
-    // Restarting from the first page works.
-    expect(idsOf(await catalogPage(db.registry, "tenant-cur", { limit: 1 }))).toEqual(["cap:cur.a"]);
+    await db.registry.publish([binding("tenant-walk-other", walkCaps[1]!, "cinst_walk_other")]);
+    expect(await catalogRevision(db.owner)).toBe(revision + 2);
+    const third = await catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: second.next_cursor! });
+    expect(third).toMatchObject({ catalog_revision: revision, total: 4 });
+    expect(idsOf(third)).toEqual(["cap:cur.c"]);
+
+    // A publication that reaches it through a shared record: revoking its version's qualification.
+    await db.registry.publish([{ op: "set_version_qualification", id: fleet.versionId, supply_chain_qualified: false, reason: "test" }]);
+    const stale = await expectRefusal(catalogPage(db.registry, "tenant-cur", { limit: 1, cursor: third.next_cursor! }), "stale-cursor");
+    expect(stale.extensions).toEqual({ cursor_revision: revision, catalog_revision: revision + 3 });
+    // Restarting from the first page works, at the tenant's new revision.
+    expect(await catalogPage(db.registry, "tenant-cur", { limit: 1 })).toMatchObject({ catalog_revision: revision + 3, total: 0, capabilities: [] });
   });
 
-  it("refuses malformed cursors as invalid, and any other revision as stale", async () => {
-    const revision = await catalogRevision(db.owner);
+  it("is valid from any revision since the tenant's last change, and stale from before it or from a revision not yet published", async () => {
     const good = (await catalogPage(db.registry, WALK_TENANT, { limit: 2 })).next_cursor!;
+    const tenantRevision = Number(good.split(":")[0]);
+    const global = await catalogRevision(db.owner);
+    expect(global).toBeGreaterThan(tenantRevision);
+    const rest = good.slice(good.indexOf(":") + 1);
+    for (const from of [tenantRevision, tenantRevision + 1, global]) {
+      expect(idsOf(await catalogPage(db.registry, WALK_TENANT, { limit: 1, cursor: `${from}:${rest}` }))).toEqual(["cap:walk.0002"]);
+    }
+    for (const from of [tenantRevision - 1, global + 1]) {
+      expect((await expectRefusal(catalogPage(db.registry, WALK_TENANT, { cursor: `${from}:${rest}` }), "stale-cursor")).extensions).toEqual({
+        cursor_revision: from,
+        catalog_revision: tenantRevision,
+      });
+    }
+  });
+
+  it("refuses malformed cursors as invalid, and revisions outside the current content as stale", async () => {
+    const good = (await catalogPage(db.registry, WALK_TENANT, { limit: 2 })).next_cursor!;
+    const revision = Number(good.split(":")[0]);
     const [, total, fingerprint] = good.split(":");
     const malformed = [
       "",
@@ -238,7 +264,7 @@ describe("the cursor", () => {
     // Independent calls, in parallel: each refusal costs the pool its connection (see src/db/pg.ts).
     await Promise.all([
       ...malformed.map((cursor) => expectRefusal(catalogPage(db.registry, WALK_TENANT, { cursor }), "invalid")),
-      ...[revision - 1, revision + 1, 0].map((other) =>
+      ...[revision - 1, (await catalogRevision(db.owner)) + 1, 0].map((other) =>
         expectRefusal(catalogPage(db.registry, WALK_TENANT, { cursor: `${other}:${good.slice(good.indexOf(":") + 1)}` }), "stale-cursor"),
       ),
     ]);

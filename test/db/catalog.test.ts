@@ -79,17 +79,17 @@ describe("tenant isolation", () => {
     expect((await view("tenant-iso-c")).ids).toEqual([a.caps[0]]);
   });
 
-  it("a read without a verified tenant returns an empty page at the current revision and no single definition", async () => {
+  it("a read without a verified tenant returns an empty page at revision 0 (it never changes) and no single definition", async () => {
     const a = await chain("iso_none");
     const revision = await catalogRevision(db.owner);
     for (const tenant of [null, "", "   "]) {
       const page = await catalogPage(db.registry, tenant, {});
-      expect(page).toEqual({ catalog_revision: revision, capabilities: [], next_cursor: null, total: 0, page_bytes: 0 });
-      expect(await catalogGet(db.registry, tenant, a.caps[0]!)).toEqual({ catalog_revision: revision, definition: null });
+      expect(page).toEqual({ catalog_revision: 0, capabilities: [], next_cursor: null, total: 0, page_bytes: 0 });
+      expect(await catalogGet(db.registry, tenant, a.caps[0]!)).toEqual({ catalog_revision: 0, definition: null });
     }
     // It still checks the cursor it is given.
     await expectRefusal(catalogPage(db.registry, null, { cursor: "nonsense" }), "invalid");
-    await expectRefusal(catalogPage(db.registry, null, { cursor: `${revision - 1}:0:0000000000000000:cap:x` }), "stale-cursor");
+    await expectRefusal(catalogPage(db.registry, null, { cursor: `${revision + 1}:0:0000000000000000:cap:x` }), "stale-cursor");
   });
 
   it("the publication refuses a binding to another tenant's instance", async () => {
@@ -280,17 +280,18 @@ describe("not modified: one rule for a page and a definition", () => {
     }
     // A definition the tenant does not see is no answer "any" can match (404, not 304); at the
     // same revision the validator is the caller's to hold, as for a page.
-    for (const [tenant, cap] of [
-      [c.tenant, "cap:nm.nothing"],
-      ["tenant-other", c.caps[0]!],
-      [null, c.caps[0]!],
+    // (A tenant that never saw anything, and a read without one, are at revision 0.)
+    for (const [tenant, cap, at] of [
+      [c.tenant, "cap:nm.nothing", revision],
+      ["tenant-other", c.caps[0]!, 0],
+      [null, c.caps[0]!, 0],
     ] as const) {
-      expect(await db.registry.catalogGetText(tenant, cap, ANY_REVISION)).toEqual({ catalog_revision: revision, text: null, not_modified: false });
+      expect(await db.registry.catalogGetText(tenant, cap, ANY_REVISION)).toEqual({ catalog_revision: at, text: null, not_modified: false });
     }
     // A page without a tenant is empty, and exists.
     expect((await db.registry.catalogPageText(null, {}, ANY_REVISION)).not_modified).toBe(true);
-    // Another revision, or none: the answer.
-    for (const ifRevision of [revision - 1, null]) {
+    // A revision before the tenant's last change, one not yet published, or none: the answer.
+    for (const ifRevision of [revision - 1, revision + 1, null]) {
       const page = await db.registry.catalogPageText(c.tenant, {}, ifRevision);
       const definition = await db.registry.catalogGetText(c.tenant, c.caps[0]!, ifRevision);
       expect([page.not_modified, definition.not_modified]).toEqual([false, false]);

@@ -13,7 +13,9 @@ const DATA_ROLE = "aip_registry_data";
 
 /** Data-plane entry points without a tenant argument, and why (docs/scaling.md lists them too). */
 const NO_TENANT: Record<string, string> = {
-  aip_catalog_revision_now: "the global catalog revision (the shared revision check of warm catalog hits): one row every node would hold as a reference table",
+  aip_catalog_revisions_now:
+    "the revisions of several tenants at once (the shared revision check of warm catalog hits, one statement for every tenant waiting): a batch across tenants, sent to each node with its tenants",
+  aip_trim_catalog_changes: "trims every tenant's catalog change history in bounded batches; distributed, one sweep per node",
   aip_host_replica_lifecycle:
     "a connector host drives its replicas by replica ID with its own principal; its token names no tenant, the tenant is the replica's instance's",
   aip_expire_leases: "lease maintenance sweeps every tenant's expired leases in bounded batches; distributed, one sweep per node",

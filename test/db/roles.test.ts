@@ -29,9 +29,10 @@ const CONTROL_FUNCTIONS = [
   "aip_schema_status()",
 ];
 const DATA_FUNCTIONS = [
+  "aip_catalog_changes(text,jsonb)",
   "aip_catalog_get(text,text,bigint)",
   "aip_catalog_page(text,jsonb,bigint)",
-  "aip_catalog_revision_now()",
+  "aip_catalog_revisions_now(text[])",
   "aip_check_invariants()",
   "aip_expire_leases(integer)",
   "aip_fleet_regions(integer)",
@@ -43,6 +44,7 @@ const DATA_FUNCTIONS = [
   "aip_resolve_route(text,text,text,jsonb)",
   "aip_schema_status()",
   "aip_settle_route(text,text,jsonb,text)",
+  "aip_trim_catalog_changes(bigint,bigint,integer)",
 ];
 
 beforeAll(async () => {

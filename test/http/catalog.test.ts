@@ -37,6 +37,25 @@ const body = async (response: Response | Promise<Response>): Promise<Body> => (a
 const ids = (page: Body): string[] => page.capabilities.map((d: Body) => d.capability.id);
 const enc = encodeURIComponent;
 
+let touches = 0;
+/** A publication that reaches tenant-ha: its binding of cap:h.gamma disabled, then enabled again (two revisions). */
+async function reachTenantA(): Promise<number> {
+  let revision = 0;
+  for (const enabled of [false, true]) {
+    touches++;
+    revision = (await db.registry.publish([binding("tenant-ha", "cap:h.gamma", "cinst_h_tenant-ha", { enabled, policy_revision: 1 + touches })]))
+      .catalog_revision;
+  }
+  return revision;
+}
+/** Publications that reach other tenants only: an admission policy, and a binding of tenant-hb. */
+let elsewhere = 0;
+async function publishElsewhere(): Promise<void> {
+  elsewhere++;
+  await db.registry.publish([policy(`quota:http-elsewhere-${elsewhere}`)]);
+  await db.registry.publish([binding("tenant-hb", "cap:hb.one", "cinst_hb", { priority: elsewhere, policy_revision: 1 + elsewhere })]);
+}
+
 describe("tenant scope", () => {
   it("serves each tenant its own catalog, from the token's tenant_id only", async () => {
     const a = await get("/v1/catalog/capabilities", tokenA);
@@ -53,13 +72,16 @@ describe("tenant scope", () => {
     const single = await get(`/v1/catalog/capabilities/${enc("cap:h.beta")}`, tokenA);
     expect(single.status).toBe(200);
     expect(await body(single)).toMatchObject({ catalog_revision: pageA.catalog_revision, definition: { capability: { id: "cap:h.beta" } } });
-    for (const [path, token] of [
-      [`/v1/catalog/capabilities/${enc("cap:h.beta")}`, tokenB],
-      [`/v1/catalog/capabilities/${enc("cap:h.none")}`, tokenA],
+    // Each answer names its own tenant's catalog revision.
+    const revisionB = (await body(get("/v1/catalog/capabilities", tokenB))).catalog_revision;
+    expect(revisionB).toBeGreaterThan(pageA.catalog_revision);
+    for (const [path, token, revision] of [
+      [`/v1/catalog/capabilities/${enc("cap:h.beta")}`, tokenB, revisionB],
+      [`/v1/catalog/capabilities/${enc("cap:h.none")}`, tokenA, pageA.catalog_revision],
     ] as const) {
       const missing = await get(path, token);
       expect(missing.status).toBe(404);
-      expect(await body(missing)).toMatchObject({ code: "not-found", catalog_revision: pageA.catalog_revision });
+      expect(await body(missing)).toMatchObject({ code: "not-found", catalog_revision: revision });
     }
   });
 
@@ -122,10 +144,17 @@ describe("query parameters", () => {
     expect(tooSmall.status).toBe(400);
     expect(await body(tooSmall)).toMatchObject({ code: "invalid", errors: [{ field: "max_bytes" }] });
 
-    await db.registry.publish([policy("quota:http-stale")]);
+    // Other tenants' publications leave the cursor valid; one that reaches the tenant does not.
+    await publishElsewhere();
+    const next = await get(`/v1/catalog/capabilities?limit=1&cursor=${enc(first.next_cursor)}`, tokenA);
+    expect(next.status).toBe(200);
+    expect(await body(next)).toMatchObject({ catalog_revision: first.catalog_revision, capabilities: [{ capability: { id: "cap:h.beta" } }] });
+    const reached = await reachTenantA();
     const stale = await get(`/v1/catalog/capabilities?limit=1&cursor=${enc(first.next_cursor)}`, tokenA);
     expect(stale.status).toBe(409);
-    expect(await body(stale)).toMatchObject({ code: "stale-cursor", cursor_revision: first.catalog_revision, catalog_revision: first.catalog_revision + 1 });
+    const problem = await body(stale);
+    expect(problem).toMatchObject({ code: "stale-cursor", cursor_revision: first.catalog_revision });
+    expect(problem.catalog_revision).toBe(reached);
   });
 });
 
@@ -162,11 +191,19 @@ describe("ETag revalidation", () => {
     );
     expect((await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag })).status).toBe(304);
 
-    await db.registry.publish([policy("quota:http-etag")]);
+    // Other tenants' publications neither.
+    await publishElsewhere();
+    expect((await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag })).status).toBe(304);
+
+    // A shared record that reaches the tenant: its version's qualification revoked.
+    const qualify = (supply_chain_qualified: boolean) => ({ op: "set_version_qualification", id: "cver_h_1", supply_chain_qualified, reason: "test" });
+    const revoked = await db.registry.publish([qualify(false)]);
     const changed = await get("/v1/catalog/capabilities?limit=2", tokenA, { "if-none-match": etag });
     expect(changed.status).toBe(200);
     expect(changed.headers.get("etag")).not.toBe(etag);
-    expect((await body(changed)).catalog_revision).toBe(page.catalog_revision + 1);
+    expect(await body(changed)).toMatchObject({ catalog_revision: revoked.catalog_revision, capabilities: [], total: 0 });
+    const restored = await db.registry.publish([qualify(true)]);
+    expect(await body(get("/v1/catalog/capabilities?limit=2", tokenA))).toMatchObject({ catalog_revision: restored.catalog_revision, total: 3 });
   });
 
   it("revalidates a single definition the same way", async () => {
@@ -178,7 +215,9 @@ describe("ETag revalidation", () => {
     // `*` matches a definition the tenant sees, and no other: that one is still 404.
     expect((await get(path, tokenA, { "if-none-match": "*" })).status).toBe(304);
     expect((await get(`/v1/catalog/capabilities/${enc("cap:h.nothing")}`, tokenA, { "if-none-match": "*" })).status).toBe(404);
-    await db.registry.publish([policy("quota:http-etag-single")]);
+    await publishElsewhere();
+    expect((await get(path, tokenA, { "if-none-match": etag })).status).toBe(304);
+    await reachTenantA();
     expect((await get(path, tokenA, { "if-none-match": etag })).status).toBe(200);
   });
 });

@@ -114,6 +114,7 @@ let fresh = 0;
 const SAMPLES: Record<string, Sample> = {
   "GET /v1/catalog/capabilities": { query: "q=search&limit=10" },
   "GET /v1/catalog/capabilities/:capability_id": { params: () => ({ capability_id: CAPABILITY }) },
+  "GET /v1/catalog/changes": { query: "since=0&limit=10" },
   "PUT /v1/routes/:action_id": {
     // The pinned action (200, nothing changes) or a new one (201: a legitimate change).
     params: () => ({ action_id: ++fresh % 2 === 0 ? PINNED : `act_fz_${fresh}` }),

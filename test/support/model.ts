@@ -12,8 +12,11 @@
  * - every route was decided against one catalog revision: its binding, policy and admission
  *   snapshot are exactly the ones published at its catalog_revision (rebuilt from the
  *   publications' answers afterwards);
- * - every catalog page is exactly what its revision holds, and a cursor is stale exactly when the
- *   revision moved (the database's own answer says both revisions);
+ * - every catalog page is exactly what its tenant's catalog revision holds; that revision is one
+ *   at which the tenant's visible catalog changed (another tenant's publication never moves it)
+ *   and no older than the last such change committed before the read began; a cursor continues
+ *   at its own revision, and is stale only for a newer change of the tenant (the database's own
+ *   answer says both revisions);
  * - capacity is never exceeded: sampled replica counts against capacity, counters against the
  *   highest limit pinned by their holders, and aip_check_invariants() on every sample and at the
  *   end; after draining every reservation, every counter of the run is back at zero;
@@ -314,6 +317,16 @@ interface PageObservation {
   after: string;
   cursorRevision: number | null;
   page: CatalogPage;
+  /** The newest publication answered before this read began: the read must see it. */
+  floor: number;
+}
+
+interface StaleObservation {
+  worker: number;
+  tenant: number;
+  cursorRevision: number;
+  catalogRevision: number;
+  floor: number;
 }
 
 interface HistoryEntry {
@@ -395,6 +408,9 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
     let historyComplete = true;
     const latest = cloneState(fleet.base);
     const pages: PageObservation[] = [];
+    const staleCursors: StaleObservation[] = [];
+    /** The newest catalog revision a publication has answered (so committed) so far. */
+    let committedFloor = 0;
     let nextRevision = 1000;
     let requests = 0;
 
@@ -421,10 +437,17 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
     };
     // Monotonic reads: a worker runs its commands one after another, so no later answer may carry
     // an older catalog revision than one it already saw.
+    // Pages carry their tenant's catalog revision, monotonic per tenant.
     const seenRevision = plan.map(() => 0);
     const observeRevision = (w: number, revision: number, what: string) => {
       if (revision < seenRevision[w]!) violation(`w${w} ${what}: catalog revision ${revision} after having seen ${seenRevision[w]}`);
       seenRevision[w] = Math.max(seenRevision[w]!, revision);
+    };
+    const seenTenantRevision = plan.map(() => new Map<number, number>());
+    const observeTenantRevision = (w: number, tenant: number, revision: number, what: string) => {
+      const seen = seenTenantRevision[w]!.get(tenant) ?? 0;
+      if (revision < seen) violation(`w${w} ${what}: tenant ${tenant}'s catalog revision ${revision} after having seen ${seen}`);
+      seenTenantRevision[w]!.set(tenant, Math.max(seen, revision));
     };
 
     const recordResolve = (w: number, kind: string, actionId: string, answered: Answer<{ outcome: string; json: string; assignment: RouteAssignment }>) => {
@@ -615,6 +638,7 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
           }
           tally("publish", `${command.change.op} ${answered.result.changed ? "changed" : "unchanged"}`);
           observeRevision(w, answered.result.catalog_revision, "publish");
+          committedFloor = Math.max(committedFloor, answered.result.catalog_revision);
           if (composed.update && answered.result.changed > 0) {
             composed.update(latest);
             history.push({ revision: answered.result.catalog_revision, update: composed.update });
@@ -626,30 +650,37 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
           let after = "";
           let cursorRevision: number | null = null;
           for (let n = 0; n < 8; n++) {
+            const floor = committedFloor;
             const answered = await gateway.catalogPage(fleet.tenants[command.tenant]!, { limit: command.limit, ...(cursor ? { cursor } : {}) });
             report.operations++;
             if (!answered.ok) {
               refused(w, "catalog", answered);
               if (answered.code === "stale-cursor") {
                 report.checks.staleCursors++;
-                // Stale exactly when the revision moved: the database names both revisions.
+                // Stale only for a newer revision of the tenant: the database names both revisions
+                // (checked against the publication history below).
                 const { cursor_revision, catalog_revision } = answered.extensions;
-                if (cursor_revision !== cursorRevision || catalog_revision === cursorRevision || typeof catalog_revision !== "number") {
+                if (cursor_revision !== cursorRevision || typeof catalog_revision !== "number" || catalog_revision <= cursorRevision!) {
                   violation(`w${w} catalog: stale-cursor for a cursor of revision ${cursorRevision}: ${JSON.stringify(answered.extensions)}`);
-                } else observeRevision(w, catalog_revision, "stale cursor");
+                } else {
+                  observeTenantRevision(w, command.tenant, catalog_revision, "stale cursor");
+                  staleCursors.push({ worker: w, tenant: command.tenant, cursorRevision: cursorRevision!, catalogRevision: catalog_revision, floor });
+                }
               }
               return;
             }
             const { page } = answered;
             tally("catalog", cursor ? "continued" : "first page");
-            observeRevision(w, page.catalog_revision, "catalog page");
+            // A cursor that outlived publications newer than its revision (none reached its tenant).
+            if (cursor && floor > page.catalog_revision) tally("catalog", "continued past newer publications");
+            observeTenantRevision(w, command.tenant, page.catalog_revision, "catalog page");
             if (cursorRevision !== null && page.catalog_revision !== cursorRevision) {
               violation(`w${w} catalog: a cursor of revision ${cursorRevision} continued at revision ${page.catalog_revision}`);
             }
             if (page.next_cursor !== null && !page.next_cursor.startsWith(`${page.catalog_revision}:`)) {
               violation(`w${w} catalog: next_cursor ${page.next_cursor} does not carry revision ${page.catalog_revision}`);
             }
-            pages.push({ worker: w, tenant: command.tenant, limit: command.limit, after, cursorRevision, page });
+            pages.push({ worker: w, tenant: command.tenant, limit: command.limit, after, cursorRevision, page, floor });
             if (!page.next_cursor) return;
             cursor = page.next_cursor;
             after = page.capabilities.at(-1)?.capability.id ?? after;
@@ -804,8 +835,32 @@ export async function runModel(env: ModelEnv, plan: Plan, options: ModelOptions)
               (i) => state.versionActive && state.bindings.get(bindingKey(t, c, i))?.enabled && state.instances.get(instanceKey(t, i))?.enabled,
             ),
           );
+        // The revisions at which each tenant's visible catalog changed (the setup publication first).
+        const changes = fleet.tenants.map((_, t) => {
+          const at = [fleet.baseRevision];
+          let before = JSON.stringify(visible(stateAt(fleet.baseRevision), t));
+          for (const r of revisions.filter((r) => r > fleet.baseRevision)) {
+            const now = JSON.stringify(visible(stateAt(r), t));
+            if (now !== before) at.push(r);
+            before = now;
+          }
+          return at;
+        });
+        /** The tenant's catalog revision once every publication up to `revision` committed. */
+        const tenantRevisionAt = (t: number, revision: number) => changes[t]!.filter((r) => r <= revision).at(-1) ?? 0;
+        const checkTenantRevision = (where: string, t: number, revision: number, floor: number) => {
+          if (!changes[t]!.includes(revision))
+            violation(`${where}: tenant ${t} is at revision ${revision}, which did not change its catalog (changes: ${changes[t]})`);
+          if (revision < tenantRevisionAt(t, floor)) {
+            violation(`${where}: tenant ${t} answered at revision ${revision}, before its change at ${tenantRevisionAt(t, floor)} committed ahead of the read`);
+          }
+        };
+        for (const o of staleCursors) {
+          checkTenantRevision(`w${o.worker} stale cursor of revision ${o.cursorRevision}`, o.tenant, o.catalogRevision, o.floor);
+        }
         for (const o of pages) {
           report.checks.pages++;
+          checkTenantRevision(`w${o.worker} catalog page after "${o.after}"`, o.tenant, o.page.catalog_revision, o.floor);
           const all = visible(stateAt(o.page.catalog_revision), o.tenant);
           const rest = all.filter((id) => id > o.after);
           const ids = o.page.capabilities.map((d) => d.capability.id);

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
-import { definitionKey, etagOf, keyDigest, pageKey, SharedRevisionCheck, validatorRevision } from "../../src/catalog/serve.js";
+import { definitionKey, etagOf, keyDigest, pageKey, SharedRevisionCheck, validatorRevision, type CheckedRevisions } from "../../src/catalog/serve.js";
 
 describe("MemoryCatalogCache", () => {
   it("keeps at most its byte budget, evicting the least recently used first", async () => {
@@ -103,51 +103,65 @@ describe("validators", () => {
 });
 
 describe("SharedRevisionCheck", () => {
-  /** A read the test resolves by hand, in order. */
+  /** A read the test resolves by hand, in order: each resolves every tenant it was asked for at one revision. */
   function manualReads() {
     const pending: ((revision: number) => void)[] = [];
-    let started = 0;
-    const read = () =>
-      new Promise<number>((resolve) => {
-        started++;
-        pending.push(resolve);
+    const asked: string[][] = [];
+    const read = (tenants: readonly string[]) =>
+      new Promise<CheckedRevisions>((resolve) => {
+        asked.push([...tenants]);
+        pending.push((revision) => resolve({ revisions: new Map(tenants.map((tenant) => [tenant, revision])), replay_lag_ms: 0 }));
       });
-    return { read, pending, started: () => started };
+    return { read, pending, asked, started: () => asked.length };
   }
 
   it("never answers a caller with a check that was already running when it asked", async () => {
     const reads = manualReads();
     const check = new SharedRevisionCheck(reads.read);
-    const first = check.current();
+    const first = check.current("t1");
     expect(reads.started()).toBe(1);
-    const second = check.current(); // arrives while the first check runs: must wait for the next
-    const third = check.current(); // shares that next check
+    const second = check.current("t1"); // arrives while the first check runs: must wait for the next
+    const third = check.current("t1"); // shares that next check
     expect(reads.started()).toBe(1);
     reads.pending[0]!(5);
-    expect(await first).toBe(5);
+    expect((await first).catalog_revision).toBe(5);
     await Promise.resolve();
     await Promise.resolve();
     expect(reads.started()).toBe(2);
     reads.pending[1]!(6);
-    expect(await second).toBe(6);
-    expect(await third).toBe(6);
+    expect((await second).catalog_revision).toBe(6);
+    expect((await third).catalog_revision).toBe(6);
     // Nothing running now: the next caller starts its own check.
-    const fourth = check.current();
+    const fourth = check.current("t1");
     expect(reads.started()).toBe(3);
     reads.pending[2]!(7);
-    expect(await fourth).toBe(7);
+    expect((await fourth).catalog_revision).toBe(7);
+  });
+
+  it("reads every tenant that waited for the next check in that one statement", async () => {
+    const reads = manualReads();
+    const check = new SharedRevisionCheck(reads.read);
+    const first = check.current("t1");
+    const waiting = [check.current("t2"), check.current("t3"), check.current("t2"), check.current("")];
+    reads.pending[0]!(4);
+    expect((await first).catalog_revision).toBe(4);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(reads.asked).toEqual([["t1"], ["t2", "t3", ""]]);
+    reads.pending[1]!(8);
+    expect((await Promise.all(waiting)).map((c) => c.catalog_revision)).toEqual([8, 8, 8, 8]);
   });
 
   it("starts the next check after a failed one, and reports the failure only to its own callers", async () => {
     let calls = 0;
-    const check = new SharedRevisionCheck(async () => {
+    const check = new SharedRevisionCheck(async (tenants) => {
       calls++;
       if (calls === 1) throw new Error("connection lost");
-      return 9;
+      return { revisions: new Map(tenants.map((tenant) => [tenant, 9])), replay_lag_ms: 0 };
     });
-    const first = check.current();
-    const second = check.current();
+    const first = check.current("t1");
+    const second = check.current("t1");
     await expect(first).rejects.toThrow("connection lost");
-    expect(await second).toBe(9);
+    expect((await second).catalog_revision).toBe(9);
   });
 });

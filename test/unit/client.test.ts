@@ -73,6 +73,11 @@ describe("RegistryClient", () => {
     const all: string[] = [];
     for await (const definition of gateway.catalogAll({ limit: 1 })) all.push(definition.capability.id);
     expect(all).toEqual(["cap:client.search"]);
+    // Nothing changed since the page's revision; from before it, the capability was added.
+    expect(await gateway.catalogChanges({ since: page.catalog_revision })).toBeNull();
+    const feed = await gateway.catalogChangesAll(0);
+    expect(feed.catalog_revision).toBe(page.catalog_revision);
+    expect(feed.changes.map((c) => [c.capability_id, c.change])).toEqual([["cap:client.search", "added"]]);
   });
 
   it("resolves, reads, settles and reacquires a route, reporting outcome and reservation from the headers", async () => {

@@ -81,10 +81,37 @@ describe("without staleness", () => {
     const token = await api.tenant(tenantB);
     const path = "/v1/catalog/capabilities";
     const before = await api.call("GET", path, { token });
-    await setup.publish([binding(tenantB, caps[2]!, `cinst_${p}_b`)]);
+    const published = await setup.publish([binding(tenantB, caps[2]!, `cinst_${p}_b`)]);
     const after = await api.call("GET", path, { token });
-    expect(after.body.catalog_revision).toBe(before.body.catalog_revision + 1);
+    expect(after.body.catalog_revision).toBe(published.catalog_revision);
+    expect(after.body.catalog_revision).toBeGreaterThan(before.body.catalog_revision);
     expect(ids(after)).toEqual([caps[1], caps[2]]);
+  });
+
+  it("keeps the location's cached answers across other tenants' publications: keyed on the tenant's revision", async () => {
+    const api = await workerApi(p, { CATALOG_MAX_STALENESS_MS: "0" });
+    const token = await api.tenant(tenantA);
+    const path = "/v1/catalog/capabilities?limit=2&q=cap";
+    const first = await api.call("GET", path, { token });
+    expect(first.headers.get("aip-catalog-cache")).toBe("miss");
+    // Another tenant's binding and an admission policy move the global revision.
+    await setup.publish([binding(tenantB, caps[0]!, `cinst_${p}_b`)]);
+    await setup.publish([policy(`quota:${p}:elsewhere`)]);
+    // A fresh isolate (empty memory cache) finds the Cache API entry still current: one statement.
+    const sibling = await workerApi(p, { CATALOG_MAX_STALENESS_MS: "1" });
+    const shared = await measured(() => sibling.call("GET", path, { token }));
+    expect({ cache: shared.response.headers.get("aip-catalog-cache"), statements: shared.statements }).toEqual({ cache: "revalidated", statements: 1 });
+    expect(shared.response.body).toEqual(first.body);
+    const cursor = await sibling.call("GET", `/v1/catalog/capabilities?limit=2&q=cap&cursor=${encodeURIComponent(first.body.next_cursor)}`, { token });
+    expect(cursor.status).toBe(200);
+    expect(cursor.body.catalog_revision).toBe(first.body.catalog_revision);
+    // A publication that reaches tenant a: built again, at the new revision.
+    const reached = await setup.publish([binding(tenantA, caps[1]!, `cinst_${p}_a`, { enabled: false, policy_revision: 2 })]);
+    const third = await workerApi(p, { CATALOG_MAX_STALENESS_MS: "2" });
+    const rebuilt = await third.call("GET", path, { token });
+    expect(rebuilt.headers.get("aip-catalog-cache")).toBe("miss");
+    expect(rebuilt.body.catalog_revision).toBe(reached.catalog_revision);
+    expect(ids(rebuilt)).toEqual([caps[0], caps[2]]);
   });
 });
 
@@ -99,11 +126,12 @@ describe("with staleness allowed", () => {
     expect(hit.response.headers.get("aip-catalog-cache")).toBe("hit");
     expect(hit.response.body).toEqual(first.body);
 
-    // A newer revision, served by another isolate (another configuration) to another gateway.
-    await setup.publish([policy(`quota:${p}:newer`)]);
+    // A newer revision of tenant a (its binding of b enabled again), served by another isolate
+    // (another configuration) to another gateway.
+    const reached = await setup.publish([binding(tenantA, caps[1]!, `cinst_${p}_a`, { enabled: true, policy_revision: 3 })]);
     const elsewhere = await workerApi(p, { CATALOG_MAX_STALENESS_MS: "0" });
     const newer = await elsewhere.call("GET", path, { token });
-    expect(newer.body.catalog_revision).toBe(first.body.catalog_revision + 1);
+    expect(newer.body.catalog_revision).toBe(reached.catalog_revision);
     // Its cursor reaches the stale isolate: revalidated at its own revision, never answered from
     // the older cached page.
     const next = await measured(() => api.call("GET", `/v1/catalog/capabilities?limit=1&cursor=${encodeURIComponent(newer.body.next_cursor)}`, { token }));

@@ -1,0 +1,163 @@
+-- A tenant's catalog change feed: what changed in its catalog after a revision, in the style of
+-- Kubernetes list+watch (a gateway lists once, then polls changes from the revision it holds).
+--
+-- Publication appends one row per tenant whose catalog it changed, at the tenant's new revision
+-- (aip_refresh_catalog_entries, 30_catalog.sql): the capabilities it added, changed (their
+-- implementing versions) and removed. The feed after R folds the rows after R per capability:
+-- its first event after R says whether the caller's listing at R had it (a `changed` or `removed`
+-- capability was there), its last one whether the tenant sees it now. "Nothing changed since R"
+-- is the tenant's revision being <= R: one primary-key lookup.
+--
+-- Rows are trimmed by maintenance (aip_trim_catalog_changes) once outside the history kept; a trim
+-- raises the tenant's changes_floor, and a feed from before it answers changes-expired (410): the
+-- gateway lists again.
+
+-- Entry point (data role). p_query: {since, cursor?, limit?, max_bytes?}. Answers the JSON of
+-- {catalog_revision, since, changes: [{capability_id, change, revision, definition}], next_cursor}
+-- or, when nothing changed after `since`, {catalog_revision, not_modified: true}. `change` is
+-- `added` (visible now, not at `since`), `changed` (visible at both, its versions changed) or
+-- `removed` (visible at `since`, not now: a tombstone, definition null); `revision` is the last
+-- change's. Pages are ordered by capability ID and bounded like catalog pages (limit, max_bytes).
+-- A walk's pages all answer at the revision its first page did (the cursor carries it), so a
+-- change published meanwhile comes with the next poll, from that revision. Without a tenant the
+-- feed is always empty (revision 0).
+CREATE FUNCTION aip_catalog_changes(p_tenant_id text, p_query jsonb) RETURNS json
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '5s' AS $$
+DECLARE
+  v_query jsonb := coalesce(p_query, '{}'::jsonb);
+  v_global bigint := aip_catalog_read_revision();
+  v_since bigint := aip_read_int(v_query, 'since', 0, aip_json_integer_max());
+  v_cursor text := aip_read_text(v_query, 'cursor', false, aip_text_bytes_catalog_cursor());
+  v_limit integer;
+  v_max_bytes bigint;
+  v_revision bigint := 0;
+  v_floor bigint := 0;
+  v_parts text[];
+  v_after text := '';
+  v_items json;
+  v_included integer;
+  v_fetched integer;
+  v_last text;
+  v_next_bytes integer;
+BEGIN
+  IF v_since > v_global THEN
+    PERFORM aip_catalog_check_replay(v_since, v_global);
+    PERFORM aip_invalid_field('since', format('is ahead of the catalog revision (%s): pass a catalog_revision the registry answered', v_global));
+  END IF;
+  IF nullif(btrim(p_tenant_id), '') IS NOT NULL THEN
+    SELECT r.revision, r.changes_floor INTO v_revision, v_floor FROM aip_tenant_catalog_revisions r WHERE r.tenant_id = p_tenant_id;
+    v_revision := coalesce(v_revision, 0);
+    v_floor := coalesce(v_floor, 0);
+  END IF;
+  IF v_cursor IS NOT NULL THEN
+    -- "<revision the walk answers at>:<last capability ID>"
+    v_parts := regexp_match(v_cursor, '^([0-9]{1,18}):(.+)$');
+    -- A lagging standby that has not replayed the walk's revision hands the read to the primary.
+    PERFORM aip_catalog_check_replay(v_parts[1]::bigint, v_global);
+    IF v_parts IS NULL OR v_parts[1]::bigint <= v_since OR v_parts[1]::bigint > v_revision THEN
+      PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged, with the same since');
+    END IF;
+    v_revision := v_parts[1]::bigint;
+    v_after := v_parts[2];
+  END IF;
+  -- Nothing changed since: the tenant's revision is the whole answer.
+  IF v_since >= v_revision THEN
+    RETURN json_build_object('catalog_revision', v_revision, 'not_modified', true);
+  END IF;
+  IF v_since < v_floor THEN
+    PERFORM aip_fail('changes-expired',
+      format('the changes after revision %s are no longer kept (the oldest since this tenant''s feed answers is %s): list the catalog again', v_since, v_floor),
+      jsonb_build_object('since', v_since, 'oldest_since', v_floor, 'catalog_revision', v_revision));
+  END IF;
+  v_limit := least(greatest(coalesce(aip_read_int(v_query, 'limit', -aip_json_integer_max(), aip_json_integer_max(), false),
+                                     aip_catalog_page_default()), 1), aip_catalog_page_max());
+  v_max_bytes := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, aip_json_integer_max(), false), aip_catalog_page_bytes_max()),
+                       aip_catalog_page_bytes_max());
+
+  -- Per capability, its first and last event in (since, revision]; up to limit + 1 of them after
+  -- the cursor, by ID; a running sum of the definitions' sizes marks the prefix that fits, and only
+  -- that is built into JSON.
+  SELECT coalesce(json_agg(p.item ORDER BY p.n) FILTER (WHERE p.item IS NOT NULL), '[]'::json),
+         count(p.item), count(*),
+         (array_agg(p.capability_id ORDER BY p.n DESC) FILTER (WHERE p.item IS NOT NULL))[1],
+         (array_agg(p.bytes ORDER BY p.n))[1]
+  INTO v_items, v_included, v_fetched, v_last, v_next_bytes
+  FROM (SELECT f.capability_id, f.n, coalesce(d.definition_bytes, 0) AS bytes,
+               CASE WHEN f.n <= v_limit AND sum(coalesce(d.definition_bytes, 0)) OVER (ORDER BY f.n ROWS UNBOUNDED PRECEDING) <= v_max_bytes
+                    THEN json_build_object(
+                      'capability_id', f.capability_id,
+                      'change', CASE WHEN NOT f.visible THEN 'removed' WHEN f.was_visible THEN 'changed' ELSE 'added' END,
+                      'revision', f.revision,
+                      'definition', CASE WHEN f.visible THEN aip_definition_json(d) END) END AS item
+        FROM (SELECT e.capability_id, row_number() OVER (ORDER BY e.capability_id) AS n,
+                     (array_agg(e.kind ORDER BY e.revision))[1] <> 'added' AS was_visible,
+                     (array_agg(e.kind ORDER BY e.revision DESC))[1] <> 'removed' AS visible,
+                     max(e.revision) AS revision
+              FROM (SELECT f.revision, x.capability_id, x.kind
+                    FROM aip_catalog_changes f
+                    CROSS JOIN LATERAL (SELECT a, 'added' FROM unnest(f.added) a
+                                        UNION ALL SELECT c, 'changed' FROM unnest(f.changed) c
+                                        UNION ALL SELECT r, 'removed' FROM unnest(f.removed) r) x(capability_id, kind)
+                    WHERE f.tenant_id = p_tenant_id AND f.revision > v_since AND f.revision <= v_revision
+                      AND x.capability_id > v_after) e
+              GROUP BY e.capability_id
+              -- Neither at since nor now (added and removed again meanwhile): nothing to tell.
+              HAVING (array_agg(e.kind ORDER BY e.revision))[1] <> 'added' OR (array_agg(e.kind ORDER BY e.revision DESC))[1] <> 'removed'
+              ORDER BY e.capability_id
+              LIMIT v_limit + 1) f
+        LEFT JOIN aip_capability_definitions d ON f.visible AND d.capability_id = f.capability_id) p;
+
+  IF v_fetched > 0 AND v_included = 0 THEN
+    PERFORM aip_invalid_field('max_bytes', format('is smaller than the next capability definition (%s bytes)', v_next_bytes));
+  END IF;
+
+  RETURN json_build_object(
+    'catalog_revision', v_revision,
+    'since', v_since,
+    'changes', v_items,
+    'next_cursor', CASE WHEN v_fetched > v_included THEN v_revision || ':' || v_last END);
+END
+$$;
+
+-- Entry point (data role, maintenance): removes up to p_limit of the oldest feed rows outside the
+-- history kept (p_keep_revisions or more revisions behind the catalog revision, or older than
+-- p_keep_seconds), and raises each affected tenant's changes_floor to the newest revision it
+-- removed. Only the p_limit oldest rows are read: history is trimmed oldest first, and both bounds
+-- are (nearly) monotonic in revision, so a batch that removes none of them is caught up. Answers
+-- {trimmed, backlog}: backlog when the batch came back full.
+CREATE FUNCTION aip_trim_catalog_changes(p_keep_revisions bigint, p_keep_seconds bigint, p_limit integer) RETURNS json
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+SET lock_timeout = '5s' AS $$
+DECLARE
+  v_global bigint := (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);
+  v_trimmed integer;
+BEGIN
+  IF p_keep_revisions IS NULL OR p_keep_revisions < 1 THEN
+    PERFORM aip_invalid_field('keep_revisions', 'must be at least 1');
+  END IF;
+  IF p_keep_seconds IS NULL OR p_keep_seconds < 1 THEN
+    PERFORM aip_invalid_field('keep_seconds', 'must be at least 1');
+  END IF;
+  IF p_limit IS NULL OR p_limit < aip_catalog_changes_trim_batch_min() OR p_limit > aip_catalog_changes_trim_batch_max() THEN
+    PERFORM aip_invalid_field('limit', format('must be in [%s, %s]', aip_catalog_changes_trim_batch_min(), aip_catalog_changes_trim_batch_max()));
+  END IF;
+  WITH oldest AS (
+    SELECT f.tenant_id, f.revision FROM aip_catalog_changes f
+    ORDER BY f.revision
+    LIMIT p_limit),
+  trimmed AS (
+    DELETE FROM aip_catalog_changes f USING oldest o
+    WHERE f.tenant_id = o.tenant_id AND f.revision = o.revision
+      AND (f.revision <= v_global - p_keep_revisions OR f.changed_at < now() - make_interval(secs => p_keep_seconds))
+    RETURNING f.tenant_id, f.revision),
+  floors AS (
+    UPDATE aip_tenant_catalog_revisions r SET changes_floor = greatest(r.changes_floor, t.revision)
+    FROM (SELECT tenant_id, max(revision) AS revision FROM trimmed GROUP BY tenant_id) t
+    WHERE r.tenant_id = t.tenant_id)
+  SELECT count(*) INTO v_trimmed FROM trimmed;
+  RETURN json_build_object('trimmed', v_trimmed, 'backlog', v_trimmed >= p_limit);
+END
+$$;
