@@ -4,7 +4,7 @@
  * aip_trim_catalog_changes), and how many.
  *
  * Like route retention (src/route-retention.ts) it rides on the lease-maintenance cycles
- * (src/maintenance.ts) and adds none of its own: at most once per CATALOG_CHANGES_TRIM_PAUSE_MS
+ * (src/maintenance/cycle.ts) and adds none of its own: at most once per CATALOG_CHANGES_TRIM_PAUSE_MS
  * per process, up to `maxBatches` batches of CATALOG_CHANGES_TRIM_BATCH, stopping at the first
  * short one; a full last batch brings the next trim forward to the next cycle. A removal kept
  * longer than its bound only costs a row: the bound a gateway relies on is the 410 below what was
