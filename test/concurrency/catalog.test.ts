@@ -6,9 +6,9 @@
  * parities or carry the wrong total, so each page is checked against exactly what its own
  * catalog_revision implies, reconstructed afterwards from the publishers' results.
  */
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { pgExecutor } from "../../src/db/pg.js";
+import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import type { CatalogPage } from "../../src/schemas.js";
@@ -19,7 +19,8 @@ import { catalogPage } from "../../fixtures/catalog-reads.js";
 const db = useTestDatabase();
 let control: pg.Pool;
 beforeAll(async () => {
-  control = new pg.Pool({ connectionString: db.controlUrl, max: PUBLISHERS });
+  // createPgPool, for its idle-client error listener (see test/db/maintenance.test.ts).
+  control = createPgPool(db.controlUrl, { max: PUBLISHERS });
 });
 afterAll(async () => {
   await control?.end();

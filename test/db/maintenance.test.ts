@@ -6,7 +6,7 @@
  * while nothing is live, cycles only at or after lease deadlines, none again once the last lease
  * has expired and its capacity is back.
  */
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
@@ -268,7 +268,9 @@ describe("the Node deadline timer, statements counted on the wire", () => {
   it("reports a failing database, backs off and recovers when it answers again", async () => {
     const replicas = await expiredReplicas("loop", 2);
     // The control role may not run lease expiry: a real refusal by the database.
-    const controlPool = new pg.Pool({ connectionString: db.controlUrl, max: 1 });
+    // createPgPool: its idle-client error listener keeps a connection the teardown's DROP DATABASE
+    // terminates (pool.end() resolves before its clients have closed) from crashing the run.
+    const controlPool = createPgPool(db.controlUrl, { max: 1 });
     pools.push(controlPool);
     const refused = new Registry({ data: pgExecutor(controlPool) });
     let attempts = 0;
