@@ -1,45 +1,16 @@
-/**
- * src/maintenance/cycle.ts and src/maintenance/timer.ts against the real database: a cycle's bounds (it
- * stops at the first short batch and after maxBatches) and the deadline it reports; when the next
- * cycle is due; and the Node server's deadline timer, whose statements are counted on the wire by
- * the local Neon proxy's plain TCP path while a simulated clock runs through idle minutes: none
- * while nothing is live, cycles only at or after lease deadlines, none again once the last lease
- * has expired and its capacity is back.
- */
-import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
-import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
 import { backoff, MAX_BACKOFF_MS, planNextCycle, runLeaseMaintenance, type MaintenanceCycle } from "../../src/maintenance/cycle.js";
 import { createMaintenanceTimer, jittered } from "../../src/maintenance/timer.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
+import { useWiredRegistries } from "../support/wired.js";
 import { counters, lifecycle, provisionFleet, replicaRow, shortenLeases, waitForLeaseEnd } from "../support/replicas.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
 const db = useTestDatabase();
-let proxy: NeonProxy;
-const pools: pg.Pool[] = [];
-beforeAll(async () => {
-  const server = new URL(db.server.adminUrl);
-  proxy = await startNeonProxy({ pgHost: server.hostname, pgPort: Number(server.port || 5432), tcp: true });
-});
-afterAll(async () => {
-  await Promise.all(pools.map((p) => p.end()));
-  await proxy?.close();
-});
-
-/** A registry of the data role whose every statement crosses the proxy, which counts and logs it. */
-function wiredRegistry(): Registry {
-  const url = new URL(db.dataUrl);
-  url.hostname = "127.0.0.1";
-  url.port = String(proxy.tcpPort);
-  const pool = createPgPool(url.toString(), { max: 2 });
-  pools.push(pool);
-  return new Registry({ data: pgExecutor(pool) });
-}
-
+const wired = useWiredRegistries(db);
 /** The real registry, recording what each aip_expire_leases call expired. */
 function recording(calls: number[]): Registry {
   return {
@@ -148,18 +119,18 @@ describe("planNextCycle", () => {
 describe("the Node deadline timer, statements counted on the wire", () => {
   it("sends nothing for ten simulated minutes while no lease is live", async () => {
     const clock = new SimulatedClock(Date.now());
-    const timer = createMaintenanceTimer(wiredRegistry(), { minIntervalMs: 1000, clock });
-    proxy.stats.reset();
+    const timer = createMaintenanceTimer(wired.registry(), { minIntervalMs: 1000, clock });
+    wired.proxy.stats.reset();
     timer.start();
     await timer.settled();
     // The start-up cycle: one statement, which finds nothing live.
-    expect(proxy.stats.statements()).toBe(1);
-    expect(proxy.stats.log.map((s) => s.text)).toEqual([expect.stringContaining("aip_expire_leases")]);
+    expect(wired.proxy.stats.statements()).toBe(1);
+    expect(wired.proxy.stats.log.map((s) => s.text)).toEqual([expect.stringContaining("aip_expire_leases")]);
     expect(timer.nextCycleAt).toBeNull();
     // 12 simulated minutes, one tick a second: the old loop ran ~720 cycles here.
     const start = clock.t;
     for (let tick = 1; tick <= 720; tick++) expect(await clock.advanceTo(start + tick * 1000, () => timer.settled())).toBe(0);
-    expect(proxy.stats.statements()).toBe(1);
+    expect(wired.proxy.stats.statements()).toBe(1);
     expect(clock.pending).toEqual([]);
     await timer.stop();
   });
@@ -168,14 +139,14 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     const fleet = await provisionFleet(db.registry, { prefix: "idle", replicasPerTenant: 2 });
     const [early, late] = fleet.replicas as [string, string];
     const clock = new SimulatedClock(Date.now());
-    const timer = createMaintenanceTimer(wiredRegistry(), { minIntervalMs: 100, clock });
+    const timer = createMaintenanceTimer(wired.registry(), { minIntervalMs: 100, clock });
     timer.start();
     await timer.settled();
     expect(timer.nextCycleAt).toBeNull();
 
     // Hosts register, a route is reserved, and the hosts' last heartbeats ask for 1 s and 2 s
     // leases (the timer learns every deadline as the server would, from the answers it serves).
-    proxy.stats.reset();
+    wired.proxy.stats.reset();
     for (const id of [early, late]) timer.note((await lifecycle(db.registry, id, "register", { lease_ttl_ms: 60_000 })).lease_expires_at as string);
     const route = await db.registry.resolveRoute("act_idle_1", fleet.tenants[0]!.tenant, fleet.capability);
     expect(route.assignment.replica_id).toBe(early);
@@ -184,7 +155,7 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     timer.note(first.lease_expires_at as string);
     timer.note(second.lease_expires_at as string);
     expect(timer.nextCycleAt).toBe(Date.parse(first.lease_expires_at as string));
-    expect(proxy.stats.statements()).toBe(0);
+    expect(wired.proxy.stats.statements()).toBe(0);
 
     // Time runs (the simulated clock follows the real one: the database's clock ends the leases).
     const lastDeadline = Date.parse(second.lease_expires_at as string);
@@ -193,7 +164,7 @@ describe("the Node deadline timer, statements counted on the wire", () => {
       await clock.advanceTo(Date.now(), () => timer.settled());
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    const log = proxy.stats.log;
+    const log = wired.proxy.stats.log;
     expect(log.length).toBeGreaterThanOrEqual(1);
     expect(log.length).toBeLessThanOrEqual(3);
     for (const statement of log) {
@@ -208,9 +179,9 @@ describe("the Node deadline timer, statements counted on the wire", () => {
 
     // No lease is live: no timer, and ten more simulated minutes send nothing.
     expect(timer.nextCycleAt).toBeNull();
-    const sent = proxy.stats.statements();
+    const sent = wired.proxy.stats.statements();
     for (let minute = 1; minute <= 10; minute++) await clock.advanceTo(clock.t + minute * MINUTE, () => timer.settled());
-    expect(proxy.stats.statements()).toBe(sent);
+    expect(wired.proxy.stats.statements()).toBe(sent);
     await timer.stop();
   });
 
@@ -220,7 +191,7 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     const registered = await lifecycle(db.registry, id, "register", { lease_ttl_ms: 60_000 });
     const clock = new SimulatedClock(Date.now());
     // Another process served the register: this timer knows it only from the database.
-    const timer = createMaintenanceTimer(wiredRegistry(), { minIntervalMs: 1000, clock });
+    const timer = createMaintenanceTimer(wired.registry(), { minIntervalMs: 1000, clock });
     timer.start();
     await timer.settled();
     expect(timer.nextCycleAt).toBe(Date.parse(registered.lease_expires_at as string));
@@ -228,10 +199,10 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     // The host extends its lease (through the other process); the timer fires at the old end,
     // finds nothing to expire and follows the new end.
     const beat = await lifecycle(db.registry, id, "heartbeat", { previous_sequence: registered.sequence, lease_ttl_ms: 120_000 });
-    proxy.stats.reset();
+    wired.proxy.stats.reset();
     // Fire the due timer as if the old end had come (the database still holds a live lease).
     await clock.advanceTo(Date.parse(registered.lease_expires_at as string), () => timer.settled());
-    expect(proxy.stats.statements()).toBe(1);
+    expect(wired.proxy.stats.statements()).toBe(1);
     expect(timer.nextCycleAt).toBe(Date.parse(beat.lease_expires_at as string));
     expect((await replicaRow(db, id)).status).toBe("ready");
     await lifecycle(db.registry, id, "offline", { previous_sequence: beat.sequence });
@@ -270,8 +241,7 @@ describe("the Node deadline timer, statements counted on the wire", () => {
     // The control role may not run lease expiry: a real refusal by the database.
     // createPgPool: its idle-client error listener keeps a connection the teardown's DROP DATABASE
     // terminates (pool.end() resolves before its clients have closed) from crashing the run.
-    const controlPool = createPgPool(db.controlUrl, { max: 1 });
-    pools.push(controlPool);
+    const controlPool = wired.track(createPgPool(db.controlUrl, { max: 1 }));
     const refused = new Registry({ data: pgExecutor(controlPool) });
     let attempts = 0;
     const flaky = {

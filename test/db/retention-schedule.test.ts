@@ -1,13 +1,4 @@
-/**
- * When route retention runs (src/maintenance/route-retention.ts) against the real database: within lease
- * maintenance's cycles, at most once per pause and not before the oldest released route is due,
- * a backlog drained cycle after cycle; and the Node timer with it, every statement counted on the
- * wire by the local Neon proxy: an idle server still sends nothing once the start-up cycle has
- * learned that nothing is due.
- */
-import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNeonProxy, type NeonProxy } from "../../dev/neon-proxy.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { planNextCycle } from "../../src/maintenance/cycle.js";
 import { createMaintenanceTimer } from "../../src/maintenance/timer.js";
@@ -15,38 +6,22 @@ import { ROUTE_RETENTION_PAUSE_MS } from "../../src/limits.js";
 import { Registry } from "../../src/registry/registry.js";
 import { RetentionSchedule, retentionSettings } from "../../src/maintenance/route-retention.js";
 import { useTestDatabase } from "../support/database.js";
+import { useWiredRegistries } from "../support/wired.js";
 import { expectHealthy } from "../support/invariants.js";
 import { DAY_MS, settledDaysAgo } from "../support/retention.js";
 import { publishRoutingFleet, type RoutingFleet } from "../support/routing-fleet.js";
 import { MINUTE, SimulatedClock } from "../support/simulated-clock.js";
 
 const db = useTestDatabase();
-let proxy: NeonProxy;
+const wired = useWiredRegistries(db);
 let fleet: RoutingFleet;
-const pools: pg.Pool[] = [];
 beforeAll(async () => {
-  const server = new URL(db.server.adminUrl);
-  proxy = await startNeonProxy({ pgHost: server.hostname, pgPort: Number(server.port || 5432), tcp: true });
   fleet = await publishRoutingFleet(db.registry, {
     prefix: "rsch",
     tenant: "tenant-rsch",
     instances: [{ name: "i", replicas: [{ name: "r", capacity: 1000 }] }],
   });
 });
-afterAll(async () => {
-  await Promise.all(pools.map((p) => p.end()));
-  await proxy?.close();
-});
-
-/** A registry of the data role whose every statement crosses the proxy, which counts and logs it. */
-function wiredRegistry(): Registry {
-  const url = new URL(db.dataUrl);
-  url.hostname = "127.0.0.1";
-  url.port = String(proxy.tcpPort);
-  const pool = createPgPool(url.toString(), { max: 2 });
-  pools.push(pool);
-  return new Registry({ data: pgExecutor(pool) });
-}
 
 let n = 0;
 /** Released routes whose last settlement lies `days` in the past. */
@@ -113,8 +88,7 @@ describe("the retention schedule", () => {
 
   it("pauses after a failure, so lease maintenance goes on without it", async () => {
     // A role that may not call the retention function: the database refuses every run.
-    const pool = createPgPool(db.controlUrl, { max: 1 });
-    pools.push(pool);
+    const pool = wired.track(createPgPool(db.controlUrl, { max: 1 }));
     const control = new Registry({ data: pgExecutor(pool) });
     const schedule = new RetentionSchedule(settings);
     const now = Date.now();
@@ -143,26 +117,29 @@ describe("the Node deadline timer with route retention, statements counted on th
     await db.owner.query("UPDATE aip_connector_replicas SET lease_expires_at = aip_now() WHERE status <> 'offline'");
     expect((await db.registry.expireLeases(100)).next_deadline).toBeNull();
     const clock = new SimulatedClock(Date.now());
-    const timer = createMaintenanceTimer(wiredRegistry(), { minIntervalMs: 1000, clock, retention: new RetentionSchedule(settings) });
-    proxy.stats.reset();
+    const timer = createMaintenanceTimer(wired.registry(), { minIntervalMs: 1000, clock, retention: new RetentionSchedule(settings) });
+    wired.proxy.stats.reset();
     timer.start();
     await timer.settled();
     // Lease expiry, then two full retention batches: a backlog, so a cycle is due after the interval.
-    expect(proxy.stats.log.map((s) => s.text)).toEqual([
+    expect(wired.proxy.stats.log.map((s) => s.text)).toEqual([
       expect.stringContaining("aip_expire_leases"),
       expect.stringContaining("aip_remove_settled_routes"),
       expect.stringContaining("aip_remove_settled_routes"),
     ]);
     expect(timer.nextCycleAt).toBe(clock.t + 1000);
-    proxy.stats.reset();
+    wired.proxy.stats.reset();
     await clock.advanceTo(clock.t + 1000, () => timer.settled());
     // The rest: one short batch; caught up, and no lease is live: nothing is scheduled.
-    expect(proxy.stats.log.map((s) => s.text)).toEqual([expect.stringContaining("aip_expire_leases"), expect.stringContaining("aip_remove_settled_routes")]);
+    expect(wired.proxy.stats.log.map((s) => s.text)).toEqual([
+      expect.stringContaining("aip_expire_leases"),
+      expect.stringContaining("aip_remove_settled_routes"),
+    ]);
     expect(timer.nextCycleAt).toBeNull();
-    proxy.stats.reset();
+    wired.proxy.stats.reset();
     const start = clock.t;
     for (let minute = 1; minute <= 60; minute++) await clock.advanceTo(start + minute * MINUTE, () => timer.settled());
-    expect(proxy.stats.statements()).toBe(0);
+    expect(wired.proxy.stats.statements()).toBe(0);
     await timer.stop();
     await expectHealthy(db.registry);
   });
