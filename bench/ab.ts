@@ -29,7 +29,7 @@
 import { execFileSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { DROP_FUNCTIONS_SQL } from "../src/db/migrate.js";
+import { FUNCTION_SET } from "../src/db/schema-version.js";
 import { RegistryError } from "../src/registry/errors.js";
 import type { Registry } from "../src/registry/registry.js";
 import type { Layout } from "../fixtures/layout.js";
@@ -205,14 +205,33 @@ async function noisyRound(db: BenchDatabase): Promise<Result> {
 
 const FUNCTIONS_DIR = fileURLToPath(new URL("../functions/", import.meta.url));
 
-/** functions/*.sql as committed at `commit`. */
-function functionSources(commit: string): string[] {
+/**
+ * functions/*.sql as committed at `commit`, installed in place of this build's function set (the
+ * schema the bench's registries call). Sets from before function sets named `public` in their
+ * search paths: they get the set's own. Grants are every function of the set to both runtime
+ * roles (an older grants file names other roles): grants cost nothing per call.
+ */
+function functionSetAt(commit: string): string {
   const git = (...a: string[]) => execFileSync("git", ["-C", FUNCTIONS_DIR, ...a], { encoding: "utf8", maxBuffer: 64 << 20 });
   const files = git("ls-tree", "--name-only", "--full-name", commit, ".")
     .split("\n")
-    .filter((f) => f.endsWith(".sql"))
+    .filter((f) => f.endsWith(".sql") && !f.endsWith("90_grants.sql"))
     .sort();
-  return files.map((f) => git("show", `${commit}:${f}`));
+  const sources = files.map((f) => git("show", `${commit}:${f}`).replaceAll("SET search_path = pg_catalog, public, pg_temp", "SET search_path FROM CURRENT"));
+  return [
+    `DROP SCHEMA ${FUNCTION_SET} CASCADE; CREATE SCHEMA ${FUNCTION_SET}; SET search_path = ${FUNCTION_SET}, public, pg_temp;`,
+    ...sources,
+    `DO $$
+     DECLARE r aip_schema_roles; f regprocedure;
+     BEGIN
+       SELECT * INTO STRICT r FROM aip_schema_roles;
+       EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I, %I', current_schema(), r.data_role, r.control_role);
+       FOR f IN SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace LOOP
+         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I, %I', f, r.data_role, r.control_role);
+       END LOOP;
+     END $$;
+     RESET search_path;`,
+  ].join("\n");
 }
 
 async function main() {
@@ -220,7 +239,7 @@ async function main() {
   let apply: Partial<Record<"A" | "B", string>>;
   let label: string;
   if (functionsAt) {
-    apply = { A: [DROP_FUNCTIONS_SQL, ...functionSources(functionsAt)].join("\n") };
+    apply = { A: functionSetAt(functionsAt) };
     label = `functions/ at ${functionsAt} (A) and in the working tree (B)`;
   } else {
     apply = { B: await readFile(candidate as string, "utf8") };

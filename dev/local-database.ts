@@ -77,16 +77,18 @@ export async function prepareLocalWorkerDatabase(
   let loginRoles = true;
   try {
     await withClient(ownerUrl, async (client) => {
+      // This database's own group roles (src/db/migrate.ts), which the migration names.
       for (const [login, group] of [
-        [roles.data, "aip_registry_data"],
-        [roles.control, "aip_registry_control"],
+        [roles.data, migration.roles.data],
+        [roles.control, migration.roles.control],
       ] as const) {
         const role = client.escapeIdentifier(login);
         await client.query(
           `DO $$ BEGIN
-             CREATE ROLE ${role} LOGIN IN ROLE ${group};
+             CREATE ROLE ${role} LOGIN;
            EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
         );
+        await client.query(`GRANT ${client.escapeIdentifier(group)} TO ${role}`);
         // Every run: a role left from an earlier run gets today's password, not whatever it had.
         await client.query(`ALTER ROLE ${role} LOGIN PASSWORD ${client.escapeLiteral(scramVerifier(roles.password))}`);
         await client.query(`ALTER ROLE ${role} SET statement_timeout = '10s'`);

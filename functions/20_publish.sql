@@ -105,7 +105,7 @@ $$;
 -- milliseconds, not for the seconds a 4 MiB manifest takes to canonicalize and store.
 CREATE FUNCTION aip_publish(p_changes jsonb, p_dry_run boolean DEFAULT false) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
 DECLARE
   v_revision bigint;

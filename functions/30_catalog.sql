@@ -232,7 +232,7 @@ $$;
 -- with the publication that moves it.
 CREATE FUNCTION aip_catalog_revisions_now(p_tenant_ids text[]) RETURNS TABLE (tenant_id text, revision bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
   SELECT t.tenant_id, coalesce(r.revision, 0)
   FROM unnest(p_tenant_ids) t(tenant_id)
@@ -425,7 +425,7 @@ $$;
 CREATE FUNCTION aip_catalog_page(p_tenant_id text, p_query jsonb, p_if_revision bigint DEFAULT NULL,
                                  OUT catalog_revision bigint, OUT page text, OUT not_modified boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
 DECLARE
   v json := aip_catalog_query(CASE WHEN nullif(btrim(p_tenant_id), '') IS NULL THEN 'none' ELSE 'tenant' END,
@@ -443,7 +443,7 @@ $$;
 CREATE FUNCTION aip_catalog_get(p_tenant_id text, p_capability_id text, p_if_revision bigint DEFAULT NULL,
                                 OUT catalog_revision bigint, OUT definition text, OUT not_modified boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
 DECLARE
   v_global bigint := aip_catalog_read_revision();
@@ -469,7 +469,7 @@ $$;
 -- A tenant, when given, takes precedence over p_unbound.
 CREATE FUNCTION aip_admin_catalog_page(p_tenant_id text, p_unbound boolean, p_query jsonb) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
 BEGIN
   RETURN aip_catalog_query(

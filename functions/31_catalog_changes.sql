@@ -23,7 +23,7 @@
 -- feed is always empty (revision 0).
 CREATE FUNCTION aip_catalog_changes(p_tenant_id text, p_query jsonb) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
 DECLARE
   v_query jsonb := coalesce(p_query, '{}'::jsonb);
@@ -129,7 +129,7 @@ $$;
 -- {trimmed, backlog}: backlog when the batch came back full.
 CREATE FUNCTION aip_trim_catalog_changes(p_keep_revisions bigint, p_keep_seconds bigint, p_limit integer) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
 DECLARE
   v_global bigint := (SELECT r.revision FROM aip_catalog_revision r WHERE r.singleton);

@@ -124,7 +124,7 @@ $$;
 CREATE FUNCTION aip_resolve_route(p_action_id text, p_tenant_id text, p_capability_id text, p_topology jsonb DEFAULT '{}'::jsonb)
 RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s'
 SET join_collapse_limit = 1
 SET plan_cache_mode = force_generic_plan AS $$
@@ -336,7 +336,7 @@ $$;
 -- than wait behind a lock for longer than lock_timeout.
 CREATE FUNCTION aip_get_route(p_action_id text, p_tenant_id text) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s'
 SET plan_cache_mode = force_generic_plan AS $$
 BEGIN

@@ -27,7 +27,7 @@
 CREATE FUNCTION aip_settle_route(p_action_id text, p_tenant_id text, p_assignment jsonb, p_outcome text)
 RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s'
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE

@@ -264,7 +264,7 @@ $$;
 CREATE FUNCTION aip_host_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb, p_peer_principal_id text,
                                            p_evidence_optional boolean DEFAULT false) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 BEGIN
   IF nullif(btrim(p_peer_principal_id), '') IS NULL THEN
@@ -279,7 +279,7 @@ $$;
 CREATE FUNCTION aip_operator_replica_lifecycle(p_replica_id text, p_operation text, p_request jsonb,
                                                p_evidence_optional boolean DEFAULT false) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 BEGIN
   RETURN aip_replica_transition(p_replica_id, p_operation, p_request, NULL, p_evidence_optional);

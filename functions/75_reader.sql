@@ -51,7 +51,7 @@ $$;
 -- does not exist or is not the caller's to see.
 CREATE FUNCTION aip_registry_read(p_kind text, p_id text, p_tenant_id text, p_peer_principal_id text) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   v json;

@@ -18,7 +18,7 @@
 -- lease, so running this late never routes to a dead host; it only returns capacity.
 CREATE FUNCTION aip_expire_leases(p_limit integer) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   v_now timestamptz := aip_now();
@@ -87,7 +87,7 @@ $$;
 -- offline_replicas.
 CREATE FUNCTION aip_fleet_status() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
   WITH now AS (SELECT aip_now() AS at),
   -- Sums of bigints are numeric, which JSON renders exactly as the bigint itself; coalesce for
@@ -125,7 +125,7 @@ $$;
 -- Aggregates only: region labels are topology, not record identifiers.
 CREATE FUNCTION aip_fleet_regions(p_limit integer) RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
   WITH now AS (SELECT aip_now() AS at),
   per AS (
@@ -163,7 +163,7 @@ $$;
 -- counter_mismatch: its slot and counters would outlive it.)
 CREATE FUNCTION aip_check_invariants() RETURNS json
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
   WITH held AS (
     SELECT a.action_id, e ->> 'kind' AS kind, e ->> 'key' AS key, (e ->> 'limit')::bigint AS lim

@@ -112,7 +112,7 @@ $$;
 -- leave retention alone until then.
 CREATE FUNCTION aip_remove_settled_routes(p_retention_days integer, p_require_export boolean, p_limit integer) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   v_window interval;
@@ -161,7 +161,7 @@ $$;
 CREATE FUNCTION aip_admin_routes_page(p_settled_before timestamptz, p_settled_after timestamptz, p_cursor text, p_limit integer)
 RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   v_limit integer := least(greatest(coalesce(p_limit, aip_routes_export_page_default()), 1), aip_routes_export_page_max());
@@ -235,7 +235,7 @@ $$;
 -- {exported_before, removed_before}.
 CREATE FUNCTION aip_record_route_export(p_settled_after timestamptz, p_settled_before timestamptz) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   w aip_route_retention;

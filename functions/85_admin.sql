@@ -3,7 +3,7 @@
 -- One record by kind and ID; NULL when it does not exist.
 CREATE FUNCTION aip_admin_get(p_kind text, p_id text) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   v json;
@@ -24,7 +24,7 @@ $$;
 -- array [capability_id, instance_id] of the last binding returned.
 CREATE FUNCTION aip_admin_bindings(p_tenant_id text, p_cursor text, p_limit integer) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   v_limit integer := least(greatest(coalesce(p_limit, aip_bindings_page_default()), 1), aip_bindings_page_max());
@@ -76,13 +76,13 @@ $$;
 -- grants (an extra GRANT EXECUTE on a helper is as much a hand edit as a changed body).
 CREATE FUNCTION aip_installed_functions_digest() RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path FROM CURRENT AS $$
   SELECT encode(sha256(convert_to(coalesce(string_agg(
            p.oid::regprocedure::text || '|' || p.prosecdef::text || '|' || coalesce(array_to_string(p.proconfig, ','), '')
            || '|' || p.proowner::regrole::text || '|' || coalesce(p.proacl::text, '') || '|' || p.prosrc,
            E'\n' ORDER BY p.oid::regprocedure::text), ''), 'UTF8')), 'hex')
   FROM pg_proc p
-  WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\_%'
+  WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\_%'
 $$;
 
 -- Digest of the registry's tables as installed (every aip_ table but the migrator's own
@@ -93,7 +93,7 @@ $$;
 -- numbered migration runs once), so it is reported (aip-registry doctor, migrate), not repaired.
 CREATE FUNCTION aip_installed_tables_digest() RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, public, pg_temp AS $$
+SET search_path FROM CURRENT AS $$
   WITH tables AS (
     SELECT c.oid, c.relname, c.relkind, c.reloptions, c.relrowsecurity, c.relowner, c.relacl
     FROM pg_class c
@@ -123,20 +123,56 @@ SET search_path = pg_catalog, public, pg_temp AS $$
   FROM lines l
 $$;
 
--- Readiness: the installed schema version, whether the installed functions are exactly the ones
--- the migration recorded (a hand edit of any function shows up as functions_intact = false), and
--- whether the tables are (tables_intact; NULL until a migrator of this build recorded them).
-CREATE FUNCTION aip_schema_status() RETURNS json
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+-- Readiness of this function set (functions are installed per build, each set in a schema of its
+-- own: src/db/migrate.ts, docs/upgrades.md). The caller is a server of this set's build; it says
+-- which runtime and instance it is, and the call records that it was seen (at most every 30 s per
+-- instance), so `migrate --finalize` knows which sets are still in use. The answer: the tables'
+-- schema version and floor (what this set needs: schema_version >= required_version and
+-- floor <= required_version), whether this set is intact (a hand edit of any of its functions
+-- shows up as functions_intact = false) and whether the tables are, the other installed sets and
+-- when each was last seen, and who the session is (a runtime role, or the owner or a superuser,
+-- which works but should not serve).
+CREATE FUNCTION aip_schema_status(p_runtime text, p_instance text, p_release text) RETURNS json
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
-  SELECT json_build_object(
-    'schema_version', (SELECT max(version) FROM aip_schema_migrations),
-    'functions_checksum', f.checksum,
-    'functions_intact', f.installed_digest = aip_installed_functions_digest(),
-    'tables_intact', (SELECT t.digest = aip_installed_tables_digest() FROM aip_schema_tables t WHERE t.singleton),
-    'catalog_revision', (SELECT revision FROM aip_catalog_revision WHERE singleton),
-    -- The caller's session setting: a runtime login role without one has unbounded statements.
-    'statement_timeout', current_setting('statement_timeout'))
-  FROM aip_schema_functions f WHERE f.singleton
+DECLARE
+  v_set text := current_schema();
+BEGIN
+  IF p_runtime IS NOT NULL AND p_instance IS NOT NULL THEN
+    -- Bounded input: these come from our own servers, but the data role may call this with anything.
+    IF length(p_runtime) > 32 OR length(p_instance) > 128 OR length(coalesce(p_release, '')) > 64 THEN
+      PERFORM aip_fail('invalid', 'runtime, instance or release too long');
+    END IF;
+    INSERT INTO aip_schema_sightings AS s (set_name, instance_id, runtime, release, first_seen, last_seen)
+    VALUES (v_set, p_instance, p_runtime, coalesce(p_release, ''), now(), now())
+    ON CONFLICT (set_name, instance_id) DO UPDATE SET last_seen = now()
+      WHERE s.last_seen < now() - interval '30 seconds';
+  END IF;
+  RETURN (
+    SELECT json_build_object(
+      'function_set', v_set,
+      'schema_version', (SELECT max(version) FROM aip_schema_applied WHERE kind = 'expand'),
+      'required_version', s.schema_version,
+      'floor', (SELECT coalesce(max(supports_from), 0) FROM aip_schema_applied WHERE kind = 'contract'),
+      'functions_checksum', s.checksum,
+      'functions_intact', s.installed_digest = aip_installed_functions_digest(),
+      'tables_intact', s.tables_digest = aip_installed_tables_digest(),
+      'catalog_revision', (SELECT revision FROM aip_catalog_revision WHERE singleton),
+      'function_sets', (
+        SELECT coalesce(json_agg(json_build_object(
+                 'name', o.name, 'release', o.release, 'installed_at', aip_time(o.installed_at),
+                 'last_seen', (SELECT aip_time(max(g.last_seen)) FROM aip_schema_sightings g WHERE g.set_name = o.name),
+                 'this', o.name = v_set) ORDER BY o.installed_at, o.name), '[]'::json)
+        FROM aip_schema_sets o),
+      'session', json_build_object(
+        'role', session_user,
+        'superuser', (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user),
+        'owner', pg_has_role(session_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'aip_catalog_revision'::regclass), 'MEMBER'),
+        'runtime_role', (SELECT pg_has_role(session_user, r.data_role, 'MEMBER') OR pg_has_role(session_user, r.control_role, 'MEMBER')
+                         FROM aip_schema_roles r WHERE r.singleton)),
+      -- The caller's session setting: a runtime login role without one has unbounded statements.
+      'statement_timeout', current_setting('statement_timeout'))
+    FROM aip_schema_sets s WHERE s.name = v_set);
+END
 $$;

@@ -32,6 +32,7 @@ import {
 } from "../test/support/model.js";
 import { startPrivateServer } from "../test/support/private-server.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "../test/support/server.js";
+import { loginRoleSql } from "../fixtures/login-roles.js";
 
 const { values } = parseArgs({
   options: {
@@ -73,12 +74,8 @@ async function externalTarget(adminUrl: string): Promise<Target> {
     }
     return u.toString();
   };
-  await withPgSession(url(), (session) => migrate(session));
-  for (const [login, group] of Object.entries(LOGIN_ROLES)) {
-    await admin.query(
-      `DO $$ BEGIN CREATE ROLE ${login} LOGIN PASSWORD '${TEST_ROLE_PASSWORD}' IN ROLE ${group}; EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
-    );
-  }
+  const { roles } = await withPgSession(url(), (session) => migrate(session));
+  for (const [login, plane] of Object.entries(LOGIN_ROLES)) await admin.query(loginRoleSql(login, TEST_ROLE_PASSWORD, plane, roles));
   return {
     env: { ownerUrl: url(), dataUrl: url("aip_test_data"), controlUrl: url("aip_test_control") },
     async close() {

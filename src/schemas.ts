@@ -927,11 +927,33 @@ const CatalogReplicaStatus = z
   })
   .openapi("CatalogReplicaStatus");
 
+const FunctionSetInfo = z
+  .object({
+    name: z.string().openapi({ description: "The set's schema (`aip_fn_` + its checksum's first 12 hex digits; `public` for 0.1.0's)." }),
+    release: z.string().openapi({ description: "The release whose build installed it." }),
+    installed_at: z.string().nullable(),
+    last_seen: z.string().nullable().openapi({ description: "When a server of that build last reported (null: never)." }),
+    this: z.boolean().openapi({ description: "This server's own set." }),
+  })
+  .openapi("FunctionSetInfo");
+
+const SessionInfo = z
+  .object({
+    role: z.string().openapi({ description: "The login role this server's data pool uses." }),
+    superuser: z.boolean().nullable(),
+    owner: z.boolean().nullable().openapi({ description: "Whether the role owns the registry's tables (or is a member of their owner)." }),
+    runtime_role: z.boolean().nullable().openapi({ description: "Whether it is a member of this database's data or control role." }),
+  })
+  .openapi("SessionInfo");
+
 export const Readiness = z
   .object({
     status: z.enum(["ready", "not_ready"]),
     reason: z.string().optional(),
-    schema_version: z.number().int().nullable(),
+    release: z.string().openapi({ description: "This build's release (package version)." }),
+    function_set: z.string().openapi({ description: "The schema of this build's SQL functions, the only ones it calls (docs/upgrades.md)." }),
+    schema_version: z.number().int().nullable().openapi({ description: "The database's schema version (its newest expand migration)." }),
+    required_version: z.number().int().openapi({ description: "The schema version this build needs at least." }),
     functions_checksum: z.string().nullable(),
     catalog_revision: z.number().int().nullable(),
     statement_timeout: z
@@ -943,17 +965,30 @@ export const Readiness = z
       description:
         "False when the registry's tables, columns or indexes differ from what the migrations made (changed by hand): the registry still serves, `aip-registry doctor` reports it.",
     }),
+    function_sets: z.array(FunctionSetInfo).optional().openapi({
+      description:
+        "Every function set installed (this build's and those of other builds serving the same database), as information: other sets never make this server not ready.",
+    }),
+    session: SessionInfo.optional(),
+    role_warning: z.string().optional().openapi({
+      description: "Set when the server's database role is a superuser or the tables' owner: it works, but a runtime role (docs/deploy.md) should be used.",
+    }),
     catalog_replica: CatalogReplicaStatus.optional(),
   })
   .openapi("Readiness");
 export type Readiness = z.infer<typeof Readiness>;
 
 export const SchemaStatus = z.object({
+  function_set: z.string(),
   schema_version: z.number().int().nullable(),
+  required_version: z.number().int(),
+  floor: z.number().int(),
   functions_checksum: z.string().nullable(),
   functions_intact: z.boolean().nullable(),
   tables_intact: z.boolean().nullable().optional(),
   catalog_revision: Revision,
+  function_sets: z.array(FunctionSetInfo),
+  session: SessionInfo,
   statement_timeout: z.string().optional(),
 });
 export type SchemaStatus = z.infer<typeof SchemaStatus>;

@@ -17,6 +17,7 @@ import { ensureBuilt } from "../scripts/build.mjs";
 import { startEmbeddedServer } from "../fixtures/embedded-postgres.js";
 import { startJwksServer } from "./support/jwks-server.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
+import { loginRoleSql } from "../fixtures/login-roles.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -70,15 +71,10 @@ export default async function setup(project: TestProject) {
   info.runId = run;
   info.template = `aip_tpl_${run}`;
   await admin.query(`CREATE DATABASE ${info.template}`);
-  await withPgSession(databaseUrl(info, info.template), (session) => migrate(session));
-  // Group roles exist now (migration 0001); login roles that use them are cluster-wide.
-  for (const [login, group] of Object.entries(LOGIN_ROLES)) {
-    await admin.query(
-      `DO $$ BEGIN
-         CREATE ROLE ${login} LOGIN PASSWORD '${TEST_ROLE_PASSWORD}' IN ROLE ${group};
-       EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
-    );
-  }
+  const { roles } = await withPgSession(databaseUrl(info, info.template), (session) => migrate(session));
+  info.roles = roles;
+  // The template's group roles exist now, and its clones share them; login roles are cluster-wide.
+  for (const [login, plane] of Object.entries(LOGIN_ROLES)) await admin.query(loginRoleSql(login, TEST_ROLE_PASSWORD, plane, roles));
 
   const workerDatabase = `aip_t_${run}_worker`;
   await admin.query(`CREATE DATABASE ${workerDatabase} TEMPLATE ${info.template}`);
@@ -106,6 +102,12 @@ export default async function setup(project: TestProject) {
     for (const { datname } of databases) {
       await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => {});
     }
+    // Each migrated database made its own group roles (src/db/migrate.ts): this run's go too.
+    const { rows: groups } = await admin.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname LIKE $1 OR rolname LIKE $2", [
+      `aip\\_t\\_${run}\\_%\\_aip\\_%`,
+      `${info.template}\\_aip\\_%`,
+    ]);
+    for (const { rolname } of groups) await admin.query(`DROP ROLE IF EXISTS "${rolname}"`).catch(() => {});
     await admin.end();
     await started?.stop();
   };

@@ -5,6 +5,7 @@
  * points as production.
  */
 import pg from "pg";
+import { loginRoleSql } from "../../fixtures/login-roles.js";
 import { migrate, type MigrationSession } from "../../src/db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
@@ -13,7 +14,7 @@ import { startEmbeddedServer } from "../../fixtures/embedded-postgres.js";
 export const MACHINE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
 const ROLE_PASSWORD = "aip-bench-password";
 // Names of our own: other tools on a shared server create and drop their own login roles.
-const LOGIN_ROLES = { aip_bench_login_data: "aip_registry_data", aip_bench_login_control: "aip_registry_control" } as const;
+const LOGIN_ROLES = { aip_bench_login_data: "data", aip_bench_login_control: "control" } as const;
 
 export interface Server {
   label: string;
@@ -107,16 +108,10 @@ export async function freshDatabase(server: Server, name: string): Promise<Bench
   await adminQuery(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   await adminQuery(server.adminUrl, `CREATE DATABASE ${name}`);
   const ownerUrl = urlFor(server.adminUrl, name);
-  await withPgSession(ownerUrl, (session) => migrate(session));
+  const { roles } = await withPgSession(ownerUrl, (session) => migrate(session));
   let ownerFallback = false;
   try {
-    for (const [login, group] of Object.entries(LOGIN_ROLES)) {
-      await adminQuery(
-        server.adminUrl,
-        `DO $$ BEGIN CREATE ROLE ${login} LOGIN PASSWORD '${ROLE_PASSWORD}' IN ROLE ${group};
-           EXCEPTION WHEN duplicate_object THEN NULL; END $$`,
-      );
-    }
+    for (const [login, plane] of Object.entries(LOGIN_ROLES)) await adminQuery(server.adminUrl, loginRoleSql(login, ROLE_PASSWORD, plane, roles));
   } catch {
     // A managed server may not let us create roles: the functions run as the owner either way.
     ownerFallback = true;

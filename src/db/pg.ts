@@ -5,7 +5,8 @@
 import pg from "pg";
 import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS, CLI_CONNECT_TIMEOUT_MS, MIGRATION_QUERY_TIMEOUT_MS } from "../limits.js";
 import type { SqlExecutor } from "./executor.js";
-import type { MigrationSession } from "./migrate.js";
+import { applicationNameOf, type MigrationSession } from "./migrate.js";
+import { FUNCTION_SET } from "./schema-version.js";
 
 export interface PgPoolOptions {
   max?: number;
@@ -21,6 +22,10 @@ export interface PgPoolOptions {
    * answering mid-session, which no server-side timeout can end. Unset: none.
    */
   queryTimeoutMs?: number;
+  /**
+   * Default `aip-registry/<function set>`: `migrate --finalize` counts a set's connected servers
+   * by it (src/db/migrate.ts).
+   */
   applicationName?: string;
 }
 
@@ -33,7 +38,7 @@ export function createPgPool(connectionString: string, options: PgPoolOptions = 
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
     ...(options.queryTimeoutMs ? { query_timeout: options.queryTimeoutMs } : {}),
     idleTimeoutMillis: 30_000,
-    application_name: options.applicationName ?? "aip-registry",
+    application_name: options.applicationName ?? applicationNameOf(FUNCTION_SET),
   });
   // An idle client can die under us (server restart, pg_terminate_backend): the pool replaces it.
   // Without a listener that event would crash the process.

@@ -13,7 +13,8 @@
  * way: the listener stops accepting and the requests in flight get up to SHUTDOWN_DRAIN_MS to
  * finish while lease maintenance stops, then the pools close and the data directory is released.
  */
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import { hostname } from "node:os";
 import { createServer, type RequestListener, type Server } from "node:http";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -27,6 +28,7 @@ import { CatalogReplica } from "../catalog/replica.js";
 import { CATALOG_REPLICA_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { loadConfig, type Config } from "../config.js";
 import { migrate } from "../db/migrate.js";
+import { FUNCTION_SET } from "../db/schema-version.js";
 import { createPgPool, pgExecutor, redactUrl, withPgSession } from "../db/pg.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "../db/pglite.js";
 import { verifySchema } from "../registry/schema-check.js";
@@ -44,7 +46,8 @@ import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-
 import { RetentionSchedule, retentionSettings } from "../maintenance/route-retention.js";
 import { jsonLines } from "../observability/access-log.js";
 import { nodeMetrics } from "../observability/node-metrics.js";
-import { Registry } from "../registry/registry.js";
+import { Registry, type ServerIdentity } from "../registry/registry.js";
+import { SIGHTING_INTERVAL_MS } from "../registry/schema-gate.js";
 
 export interface RunningServer {
   url: string;
@@ -165,6 +168,12 @@ async function listen(config: Config): Promise<{ server: Server; port: number; d
   };
 }
 
+/**
+ * This process, as its schema status calls report it: `migrate --finalize` drops no function set
+ * whose servers were seen recently (docs/upgrades.md).
+ */
+const SERVER: ServerIdentity = { runtime: "node", instance: `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}` };
+
 interface OpenDatabase {
   registry: Registry;
   label: string;
@@ -188,7 +197,7 @@ async function openEmbedded(config: Config, log: Log): Promise<OpenDatabase> {
     throw error;
   }
   const executor = pgliteExecutor(db);
-  return { registry: new Registry({ data: executor, control: executor }), label: "embedded PGlite", pools: () => [], close: () => db.close() };
+  return { registry: new Registry({ data: executor, control: executor, server: SERVER }), label: "embedded PGlite", pools: () => [], close: () => db.close() };
 }
 
 const usage = (pool: pg.Pool, name: string): PoolUsage => ({
@@ -222,7 +231,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
     ? createPgPool(config.CATALOG_DATABASE_URL, {
         max: config.DB_POOL_MAX,
         statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
-        applicationName: "aip-registry-catalog",
+        applicationName: `aip-registry-catalog/${FUNCTION_SET}`,
         // An unreachable replica costs at most this before the read goes to the primary; a
         // replica that stops answering mid-session, its statement timeout and a second more.
         connectionTimeoutMs: CATALOG_REPLICA_CONNECT_TIMEOUT_MS,
@@ -237,7 +246,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
   if (config.REGISTRY_MODE === "data-plane") {
     // No control credentials, no control pool: publications and admin reads are 403 (Registry refuses control calls).
     return {
-      registry: new Registry({ data, ...catalog }),
+      registry: new Registry({ data, ...catalog, server: SERVER }),
       label: "PostgreSQL, data plane only",
       pools: () => [usage(dataPool, "data"), ...catalogUsage()],
       close: async () => {
@@ -250,7 +259,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
   // Always a pool of its own, even on the same URL: publications get their longer timeout and
   // can never take the data plane's connections.
   const controlPool: pg.Pool = createPgPool(controlUrl, { max: Math.min(4, config.DB_POOL_MAX), statementTimeoutMs: config.CONTROL_DB_STATEMENT_TIMEOUT_MS });
-  const registry = new Registry({ data, control: pgExecutor(controlPool), ...catalog });
+  const registry = new Registry({ data, control: pgExecutor(controlPool), ...catalog, server: SERVER });
   const close = async () => {
     await dataPool.end();
     await controlPool.end();
@@ -316,6 +325,8 @@ export async function startServer(
     const target = config.DATABASE_URL ? redactUrl(config.DATABASE_URL) : join(config.DATA_DIR, "pglite");
     const verdict = await askSchema(database.registry, target);
     if (!verdict.ok) throw new StartupError(`refusing to serve ${target}: ${verdict.reason}`);
+    // Works, but outside development it gives up every boundary the runtime roles draw: say so loudly.
+    if (verdict.role_warning && config.DATABASE_URL) console.error(JSON.stringify({ level: "warn", msg: verdict.role_warning }));
   } catch (error) {
     await database?.close().catch(() => {});
     await lock?.release();
@@ -375,6 +386,9 @@ export async function startServer(
   );
   serve(transport.dispatch(getRequestListener(app.fetch, { hostname: config.HOST, errorHandler: transport.requestError })));
   maintenance?.start();
+  // While it serves, this server reports itself (readiness probes do too): finalize keeps its set.
+  const sightings = setInterval(() => void registry.schemaStatus().catch(() => {}), SIGHTING_INTERVAL_MS);
+  sightings.unref();
 
   log(`aip-registry listening on ${url} (${database.label}), PID ${process.pid}`);
   if (generated && secret) await printDevelopmentTokens(secret, url, config.DATA_DIR, log);
@@ -395,6 +409,7 @@ export async function startServer(
       (closing ??= (async () => {
         // No new connections from here on; the requests in flight finish (or are cut at the
         // deadline) while a running maintenance cycle completes.
+        clearInterval(sightings);
         const [drained] = await Promise.all([drain.drain(config.SHUTDOWN_DRAIN_MS), maintenance?.stop()]);
         // A request cut at the deadline may still hold a pool connection until its statement
         // ends (the statement timeout): wait for that at most DATABASE_CLOSE_MS.

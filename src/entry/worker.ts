@@ -24,8 +24,10 @@
  * - ROUTE_RETENTION_DAYS, ROUTE_RETENTION_REQUIRE_EXPORT: route retention, run in the clock's
  *   cycles (src/maintenance/route-retention.ts).
  *
- * A Worker never migrates: it verifies the installed schema once per isolate and answers 503
- * `storage` until it matches. Lease maintenance runs from the LeaseClock's alarm, only when a
+ * A Worker never migrates: it verifies once per isolate that its own function set is installed
+ * (builds serve one database side by side: docs/upgrades.md) and answers 503 `storage` until it
+ * is; it reports itself to the database at most once a minute after a response, so a version that
+ * serves (a gradual deployment's older one included) keeps its set from being finalized away. Lease maintenance runs from the LeaseClock's alarm, only when a
  * lease can have ended: there is no cron trigger, and an idle deployment sends no statement.
  */
 import type { ExecutionContext } from "hono";
@@ -57,7 +59,8 @@ export interface WaitUntil {
 
 /** Everything that lives as long as the isolate: parsed config, auth, the schema gate, the lease clock's notifier. */
 class WorkerRuntime implements ClockHost {
-  readonly gate = new SchemaGate();
+  /** This isolate, as its sightings name it (`migrate --finalize` keeps the sets of servers seen recently). */
+  readonly gate = new SchemaGate({ runtime: "worker", instance: `isolate/${crypto.randomUUID()}` });
   readonly authenticator: Authenticator;
   readonly bounds: MaintenanceBounds;
   /** Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its next cycle. */
@@ -134,13 +137,20 @@ class WorkerRuntime implements ClockHost {
     const executionCtx = ctx as ExecutionContext;
     if (this.config.NEON_TRANSPORT === "http") {
       this.sharedApp ??= this.app(this.registry());
-      return this.sharedApp.fetch(request, undefined, executionCtx);
+      try {
+        return await this.sharedApp.fetch(request, undefined, executionCtx);
+      } finally {
+        if (this.gate.sightingDue)
+          ctx.waitUntil(this.gate.reportSighting(neonHttpExecutor(this.config.DATABASE_URL, { timeoutMs: this.config.NEON_HTTP_TIMEOUT_MS })));
+      }
     }
     const pools = new RequestPools();
     try {
       return await this.app(this.registry(pools)).fetch(request, undefined, executionCtx);
     } finally {
-      ctx.waitUntil(pools.end());
+      // A version that serves keeps reporting itself, after its responses, never before them.
+      const sighting = this.gate.sightingDue ? this.gate.reportSighting(pools.executor(this.config.DATABASE_URL)) : Promise.resolve();
+      ctx.waitUntil(sighting.finally(() => pools.end()));
     }
   }
 

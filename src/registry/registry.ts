@@ -8,6 +8,7 @@
 import type { z } from "@hono/zod-openapi";
 import { CatalogReplica, primaryStatement, type CatalogStatement, type ReplicaStatus } from "../catalog/replica.js";
 import type { SqlExecutor } from "../db/executor.js";
+import { FUNCTION_SET, RELEASE } from "../db/schema-version.js";
 import { REGIONS_PAGE } from "../limits.js";
 import type { READER_KINDS } from "../record-kinds.js";
 import type * as S from "../schemas.js";
@@ -70,6 +71,20 @@ export interface RegistryExecutors {
    * over the same `catalog`; a Registry of its own (default settings) when unset.
    */
   catalogReplica?: CatalogReplica;
+  /**
+   * The schema of the function set to call: this build's (FUNCTION_SET) unless a test or a
+   * benchmark says otherwise. Builds serve one database side by side, each calling only its own
+   * set (docs/upgrades.md).
+   */
+  functionSet?: string;
+  /** This process, as its schema status calls report it (a sighting of its set: `migrate --finalize`). */
+  server?: ServerIdentity;
+}
+
+/** Who is asking for the schema status: recorded as a sighting of this build's set. */
+export interface ServerIdentity {
+  runtime: "node" | "worker" | "cli";
+  instance: string;
 }
 
 /** A catalog read's answer; a replica's says how long before now it was known current. */
@@ -79,9 +94,17 @@ const json = (value: unknown) => JSON.stringify(value);
 
 export class Registry {
   private readonly replica: CatalogReplica | undefined;
+  /** `<set>.`: every call names the set's schema, so no search_path decides which build answers. */
+  private readonly set: string;
 
   constructor(private readonly executors: RegistryExecutors) {
     this.replica = executors.catalog ? (executors.catalogReplica ?? new CatalogReplica(executors.catalog)) : undefined;
+    this.set = `${executors.functionSet ?? FUNCTION_SET}.`;
+  }
+
+  /** The function set this registry calls. */
+  get functionSet(): string {
+    return this.set.slice(0, -1);
   }
 
   get hasControl(): boolean {
@@ -132,7 +155,7 @@ export class Registry {
       tenantId,
       {
         columns: "catalog_revision::text AS revision, page AS text, not_modified",
-        from: (after) => `aip_catalog_page($1::text, $2::jsonb, $3::bigint${after})`,
+        from: (after) => `${this.set}aip_catalog_page($1::text, $2::jsonb, $3::bigint${after})`,
       },
       [tenantId, json(query), ifRevision],
     );
@@ -144,7 +167,7 @@ export class Registry {
       tenantId,
       {
         columns: "catalog_revision::text AS revision, definition AS text, not_modified",
-        from: (after) => `aip_catalog_get($1::text, $2::text, $3::bigint${after})`,
+        from: (after) => `${this.set}aip_catalog_get($1::text, $2::text, $3::bigint${after})`,
       },
       [tenantId, capabilityId, ifRevision],
     );
@@ -161,7 +184,7 @@ export class Registry {
         columns:
           "r->>'catalog_revision' AS revision, CASE WHEN r->>'not_modified' IS NULL THEN r::text END AS text, r->>'not_modified' IS NOT NULL AS not_modified",
         // No bigint argument to make it lateral to the lag measurement: measured in the same statement still.
-        from: () => "aip_catalog_changes($1::text, $2::jsonb) AS r",
+        from: () => `${this.set}aip_catalog_changes($1::text, $2::jsonb) AS r`,
       },
       [tenantId, json(query)],
     );
@@ -191,7 +214,7 @@ export class Registry {
     const statement: CatalogStatement = {
       columns: "n.tenant_id, n.revision::text AS revision",
       // A JSON array, not a driver's array literal: the same text on pg, PGlite and Neon.
-      from: () => "aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) AS n",
+      from: () => `${this.set}aip_catalog_revisions_now(ARRAY(SELECT jsonb_array_elements_text($1::jsonb))) AS n`,
     };
     const params = [json(tenantIds)];
     try {
@@ -284,8 +307,10 @@ export class Registry {
     return this.data("aip_fleet_regions($1::integer)", [limit]);
   }
 
+  /** This build's set's status; a server's call records that it was seen (src/db/migrate.ts, finalize). */
   schemaStatus(): Promise<SchemaStatus | null> {
-    return this.data("aip_schema_status()", []);
+    const server = this.executors.server;
+    return this.data("aip_schema_status($1::text, $2::text, $3::text)", [server?.runtime ?? null, server?.instance ?? null, RELEASE]);
   }
 
   // -----------------------------------------------------------------------------------------------
@@ -325,7 +350,7 @@ export class Registry {
   private async call<T>(executor: SqlExecutor, call: string, params: unknown[]): Promise<T> {
     let rows: { result: unknown }[];
     try {
-      rows = await executor.query<{ result: unknown }>(`SELECT ${call} AS result`, params);
+      rows = await executor.query<{ result: unknown }>(`SELECT ${this.set}${call} AS result`, params);
     } catch (error) {
       throw fromDatabaseError(error);
     }

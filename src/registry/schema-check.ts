@@ -1,73 +1,94 @@
 /**
- * Does the database run the schema this code was built for? A data-plane process (a Worker, or
- * Node with REGISTRY_MODE=data-plane or MIGRATE_ON_START=false) never migrates: it verifies and
- * refuses to serve a mismatch.
+ * Can this build serve this database? Builds serve one database side by side (docs/upgrades.md):
+ * each calls only its own function set, so a server is ready when its set is installed and
+ * intact and the tables are at least at the schema version it needs, and not finalized past it,
+ * whatever other sets are installed beside it (they are reported, as information).
  *
- * A database that was never migrated, or was migrated by another build, is a deployment step
- * still to do, not an outage: the verdict says which step ("schema not installed: run migrate")
- * instead of failing like an unreachable database would. Only a database that cannot be asked at
- * all throws.
+ * A database never migrated with this build, or finalized past it, is a deployment step still to
+ * do, not an outage: the verdict says which step instead of failing like an unreachable database
+ * would. Only a database that cannot be asked at all throws.
  */
 import { RegistryError } from "./errors.js";
 import type { Registry } from "./registry.js";
-import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
+import { FUNCTIONS_CHECKSUM, FUNCTION_SET, RELEASE, SCHEMA_VERSION } from "../db/schema-version.js";
+import type { Readiness, SchemaStatus } from "../schemas.js";
 
-export interface SchemaVerdict {
-  ok: boolean;
-  reason?: string;
-  schema_version: number | null;
-  functions_checksum: string | null;
-  catalog_revision: number | null;
-  /** The session's statement_timeout as PostgreSQL reports it ("0" means unbounded: configure the login role). */
-  statement_timeout: string | null;
-  /**
-   * False when the tables, columns or indexes differ from what the migrations made (a hand-made
-   * change): reported (aip-registry doctor), not a reason to stop serving, since no migration can
-   * repair it. Null when unknown.
-   */
-  tables_intact: boolean | null;
-}
+export type SchemaVerdict = Omit<Readiness, "status" | "catalog_replica"> & { ok: boolean };
 
 const MIGRATE = "run migrate (`npx --no-install aip-registry migrate` with the database owner's URL)";
 
-const SCHEMA_NOT_INSTALLED = `schema not installed: ${MIGRATE}`;
+/** The set of this build is not there: never installed, or dropped by a newer build's finalize. */
+export const SET_NOT_INSTALLED = `schema not installed: ${MIGRATE}: this build's function set ${FUNCTION_SET} (release ${RELEASE}) is not in this database (if a newer build's finalize removed it, deploy that build instead)`;
 
-const unknown = { schema_version: null, functions_checksum: null, catalog_revision: null, statement_timeout: null, tables_intact: null };
+/** SQLSTATEs that mean "this build's set is not there": undefined_function, invalid_schema_name. */
+export const SET_MISSING_SQLSTATES: ReadonlySet<string> = new Set(["42883", "3F000"]);
+
+/** What a verdict says when the database could not tell (it is not asked, or cannot answer). */
+export const UNKNOWN_SCHEMA = {
+  release: RELEASE,
+  function_set: FUNCTION_SET,
+  schema_version: null,
+  required_version: SCHEMA_VERSION,
+  functions_checksum: null,
+  catalog_revision: null,
+  statement_timeout: null,
+  tables_intact: null,
+};
 
 export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
-  let status: Awaited<ReturnType<Registry["schemaStatus"]>>;
+  let status: SchemaStatus | null;
   try {
     status = await registry.schemaStatus();
   } catch (error) {
     const sqlstate = error instanceof RegistryError ? error.extensions.sqlstate : undefined;
-    // undefined_function: aip_schema_status() is installed by the first migration.
-    if (sqlstate === "42883") return { ok: false, reason: SCHEMA_NOT_INSTALLED, ...unknown };
+    if (typeof sqlstate === "string" && SET_MISSING_SQLSTATES.has(sqlstate)) return { ok: false, reason: SET_NOT_INSTALLED, ...UNKNOWN_SCHEMA };
     if (sqlstate === "42501") {
       return {
         ok: false,
-        reason: "this database role may not execute the registry's functions: log in with a member of aip_registry_data (docs/deploy.md, login roles)",
-        ...unknown,
+        reason:
+          "this database role may not execute the registry's functions: log in with a member of this database's data role (`<database>_aip_data`: `aip-registry migrate` and `doctor` name it; docs/deploy.md, login roles)",
+        ...UNKNOWN_SCHEMA,
       };
     }
     throw error;
   }
+  if (!status) return { ok: false, reason: SET_NOT_INSTALLED, ...UNKNOWN_SCHEMA };
   const verdict = {
-    schema_version: status?.schema_version ?? null,
-    functions_checksum: status?.functions_checksum ?? null,
-    catalog_revision: status?.catalog_revision ?? null,
-    statement_timeout: status?.statement_timeout ?? null,
-    tables_intact: status?.tables_intact ?? null,
+    release: RELEASE,
+    function_set: status.function_set,
+    schema_version: status.schema_version,
+    required_version: SCHEMA_VERSION,
+    functions_checksum: status.functions_checksum,
+    catalog_revision: status.catalog_revision,
+    statement_timeout: status.statement_timeout ?? null,
+    tables_intact: status.tables_intact ?? null,
+    function_sets: status.function_sets,
+    session: status.session,
+    ...roleWarning(status.session),
   };
-  if (!status || verdict.schema_version === null) return { ok: false, reason: SCHEMA_NOT_INSTALLED, ...verdict };
-  if (verdict.schema_version !== SCHEMA_VERSION) {
-    const next = verdict.schema_version < SCHEMA_VERSION ? MIGRATE : "the database was migrated by a newer build: deploy that build";
-    return { ok: false, reason: `database schema version ${verdict.schema_version} does not match required version ${SCHEMA_VERSION}: ${next}`, ...verdict };
+  const notReady = (reason: string) => ({ ok: false, reason, ...verdict });
+  if (status.schema_version === null || status.schema_version < SCHEMA_VERSION) {
+    return notReady(`the database is at schema version ${status.schema_version ?? "none"}; this build needs ${SCHEMA_VERSION}: ${MIGRATE}`);
+  }
+  if (status.floor > SCHEMA_VERSION) {
+    return notReady(`the database was finalized for builds of schema version ${status.floor} and later (this build: ${SCHEMA_VERSION}): deploy a newer build`);
   }
   if (status.functions_checksum !== FUNCTIONS_CHECKSUM) {
-    return { ok: false, reason: "installed registry functions differ from this build: run the migrations", ...verdict };
+    return notReady(`function set ${status.function_set} holds other functions than this build's: ${MIGRATE}`);
   }
-  if (!status.functions_intact) {
-    return { ok: false, reason: "installed registry functions were modified after installation: run the migrations", ...verdict };
-  }
+  if (!status.functions_intact) return notReady(`the functions of set ${status.function_set} were modified after installation: ${MIGRATE}`);
   return { ok: true, ...verdict };
+}
+
+/** A superuser or the tables' owner works, but bypasses every boundary the runtime roles draw. */
+function roleWarning(session: SchemaStatus["session"]): { role_warning?: string } {
+  if (session.superuser) {
+    return { role_warning: `this server's database role ${session.role} is a superuser: use a login role in this database's data role (docs/deploy.md)` };
+  }
+  if (session.owner) {
+    return {
+      role_warning: `this server's database role ${session.role} owns the registry's tables: use a login role in this database's data role (docs/deploy.md)`,
+    };
+  }
+  return {};
 }

@@ -5,7 +5,7 @@
  * per coding: building it per request cost tens of milliseconds (docs/decisions.md).
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import { verifySchema } from "../registry/schema-check.js";
+import { UNKNOWN_SCHEMA, verifySchema } from "../registry/schema-check.js";
 import type { AppEnv } from "../http/env.js";
 import { FixedBody, type Compressor } from "../http/compression.js";
 import { fromDatabaseError } from "../registry/errors.js";
@@ -33,7 +33,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, 
       path: "/readyz",
       operationId: "readiness",
       tags: ["operations"],
-      summary: "Readiness: the database answers and runs the schema this build expects",
+      summary: "Readiness: the database answers, holds this build's function set and tables it can serve",
       security: [],
       responses: { 200: json(Readiness, "Ready"), 503: json(Readiness, "Not ready") },
     }),
@@ -52,11 +52,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, 
           {
             status: "not_ready" as const,
             reason,
-            schema_version: null,
-            functions_checksum: null,
-            catalog_revision: null,
-            statement_timeout: null,
-            tables_intact: null,
+            ...UNKNOWN_SCHEMA,
             ...(await replica),
           },
           503,

@@ -47,13 +47,13 @@ describe("migrate", () => {
     const { password } = new URL(url);
     expect(first.stderr).toContain(password ? "migrating postgres://postgres:***@" : "migrating postgres://postgres@");
     expect(first.stderr).toMatch(/applying migration 1 /);
-    expect(first.stderr).toMatch(/installing functions \(\d+ files\)/);
+    expect(first.stderr).toMatch(/installing function set aip_fn_[0-9a-f]{12} \(\d+ files\)/);
     expect(first.stdout).toMatch(/^schema version \d+: applied 0000_\S+, .*; functions installed$/m);
 
     const tables = await admin(async () => {
       const client = new pg.Client({ connectionString: url });
       await client.connect();
-      const { rows } = await client.query("SELECT to_regclass('aip_connector_replicas') IS NOT NULL AS ok, (SELECT count(*) FROM aip_schema_migrations) AS n");
+      const { rows } = await client.query("SELECT to_regclass('aip_connector_replicas') IS NOT NULL AS ok, (SELECT count(*) FROM aip_schema_applied) AS n");
       await client.end();
       return rows[0];
     });

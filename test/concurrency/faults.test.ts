@@ -10,7 +10,7 @@
  * invariant checker is empty, and the retried operation applies exactly once: the same route, or
  * the route created once if the first attempt never committed.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, inject, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { RegistryError } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
@@ -454,7 +454,7 @@ describe("lock_timeout", () => {
     ];
     try {
       const held = await holdLocks(db.owner, [
-        ["LOCK TABLE aip_route_assignments, aip_connector_replicas, aip_capability_bindings, aip_schema_migrations IN ACCESS EXCLUSIVE MODE"],
+        ["LOCK TABLE aip_route_assignments, aip_connector_replicas, aip_capability_bindings, aip_schema_applied IN ACCESS EXCLUSIVE MODE"],
       ]);
       let outcomes!: { name: string; code: string; sqlstate: unknown }[];
       try {
@@ -480,9 +480,10 @@ describe("lock_timeout", () => {
       `SELECT p.oid::regprocedure::text AS f,
               (SELECT c FROM unnest(p.proconfig) c WHERE c LIKE 'lock\\_timeout=%') AS lock_timeout
        FROM pg_proc p
-       WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%'
-         AND (has_function_privilege('aip_registry_data', p.oid, 'EXECUTE') OR has_function_privilege('aip_registry_control', p.oid, 'EXECUTE'))
+       WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\\_%'
+         AND (has_function_privilege($1, p.oid, 'EXECUTE') OR has_function_privilege($2, p.oid, 'EXECUTE'))
        ORDER BY 1`,
+      [inject("pgServer").roles!.data, inject("pgServer").roles!.control],
     );
     expect(rows.length).toBeGreaterThan(10);
     expect(rows.filter((r) => r.lock_timeout === null).map((r) => r.f)).toEqual([]);
@@ -492,7 +493,7 @@ describe("lock_timeout", () => {
 describe("connection slots exhausted", () => {
   it("calls beyond a role's connection limit fail as retryable storage, change nothing, and apply once when retried", async () => {
     const f = await fleet("slots");
-    const limited = await limitedDataRole(db.server.adminUrl, db.dataUrl, 2);
+    const limited = await limitedDataRole(db.server.adminUrl, db.dataUrl, 2, inject("pgServer").roles!.data);
     // Two sessions of the role occupy both slots.
     const occupants = [createPgPool(limited.url, { max: 1 }), createPgPool(limited.url, { max: 1 })];
     const pool = createPgPool(limited.url, { max: 6, connectionTimeoutMs: 60_000 });

@@ -6,10 +6,10 @@
  * primary: a Citus plan": create_distributed_function(..., distribution_arg_name =>
  * 'p_tenant_id')); the allow-listed ones are the plan's exceptions.
  */
-import { beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, inject, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
 
-const DATA_ROLE = "aip_registry_data";
+const DATA_ROLE = inject("pgServer").roles!.data;
 
 /** Data-plane entry points without a tenant argument, and why (docs/scaling.md lists them too). */
 const NO_TENANT: Record<string, string> = {
@@ -40,7 +40,7 @@ beforeAll(async () => {
     `SELECT p.proname AS name, p.oid::regprocedure::text AS signature, p.proargnames AS names,
             ARRAY(SELECT format_type(a.oid, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY a(oid, n) ORDER BY a.n) AS types
      FROM pg_proc p
-     WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%' AND has_function_privilege($1, p.oid, 'EXECUTE')
+     WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\\_%' AND has_function_privilege($1, p.oid, 'EXECUTE')
      ORDER BY 1`,
     [DATA_ROLE],
   );

@@ -1,12 +1,14 @@
 /**
  * The migration runner: idempotent, safe when two run at once, checksum-verified, all or nothing,
- * self-healing when someone edits an installed function by hand, and telling when someone
- * changes a table, a column or an index by hand.
+ * self-healing when someone edits an installed function of this build's set by hand, and telling
+ * when someone changes a table, a column or an index by hand. (Function sets side by side, finalize
+ * and contract migrations: test/db/function-sets.test.ts.)
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, describe, expect, it, inject } from "vitest";
 import { MigrationError, migrate, type MigrationReport } from "../../src/db/migrate.js";
+import type { Migration } from "../../src/db/sql-files.js";
 import { withPgSession } from "../../src/db/pg.js";
 import { verifySchema } from "../../src/registry/schema-check.js";
 import { loadFunctionSet, loadMigrations } from "../../src/db/sql-files.js";
@@ -40,7 +42,7 @@ async function emptyDatabase(): Promise<string> {
 const run = (url: string, options: Parameters<typeof migrate>[1] = {}) => withPgSession(url, (session) => migrate(session, options));
 
 async function schemaStatus() {
-  const { rows } = await db.owner.query("SELECT aip_schema_status() AS s");
+  const { rows } = await db.owner.query("SELECT aip_schema_status(null, null, null) AS s");
   return rows[0].s as { schema_version: number; functions_intact: boolean; functions_checksum: string; tables_intact: boolean | null };
 }
 
@@ -48,11 +50,13 @@ async function migrationRows(url: string) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    return (await client.query("SELECT version, name, checksum FROM aip_schema_migrations ORDER BY version")).rows;
+    return (await client.query("SELECT version, name, checksum, kind FROM aip_schema_applied ORDER BY version")).rows;
   } finally {
     await client.end();
   }
 }
+
+const expand = (version: number, name: string, sql: string): Migration => ({ version, name, sql, checksum: name.padEnd(64, "0"), kind: "expand" });
 
 describe("migrate", () => {
   it("is a no-op when run again on a migrated database", async () => {
@@ -80,8 +84,13 @@ describe("migrate", () => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      const { rows } = await client.query("SELECT aip_schema_status() AS s");
-      expect(rows[0].s).toMatchObject({ schema_version: migrations.at(-1)!.version, functions_intact: true, catalog_revision: 0 });
+      const { rows } = await client.query("SELECT aip_schema_status(null, null, null) AS s");
+      expect(rows[0].s).toMatchObject({
+        schema_version: migrations.at(-1)!.version,
+        functions_intact: true,
+        catalog_revision: 0,
+        function_sets: [{ this: true }],
+      });
     } finally {
       await client.end();
     }
@@ -93,29 +102,28 @@ describe("migrate", () => {
     await expect(run(db.ownerUrl, { migrations: edited })).rejects.toThrow(MigrationError);
     await expect(run(db.ownerUrl, { migrations: edited })).rejects.toThrow(/checksum/);
 
-    await db.owner.query("UPDATE aip_schema_migrations SET checksum = 'tampered' WHERE version = 1");
+    await db.owner.query("UPDATE aip_schema_applied SET checksum = 'tampered' WHERE version = 1");
     try {
       await expect(run(db.ownerUrl)).rejects.toThrow(/migration 1 .*checksum/);
     } finally {
-      await db.owner.query("UPDATE aip_schema_migrations SET checksum = $1 WHERE version = 1", [migrations[0]!.checksum]);
+      await db.owner.query("UPDATE aip_schema_applied SET checksum = $1 WHERE version = 1", [migrations[0]!.checksum]);
     }
   });
 
-  it("refuses a database migrated by newer code", async () => {
+  it("installs an older build's set on a database migrated by newer code (a rollback), and refuses one that has diverged", async () => {
     const migrations = await loadMigrations();
-    await expect(run(db.ownerUrl, { migrations: migrations.slice(0, -1) })).rejects.toThrow(/newer than this code/);
+    const lines: string[] = [];
+    expect(await run(db.ownerUrl, { migrations: migrations.slice(0, -1), log: (line) => lines.push(line) })).toMatchObject({ applied: [] });
+    expect(lines.join("\n")).toMatch(/newer than this build/);
+    const diverged = [...migrations.slice(0, -1), expand(migrations.length + 5, "9999_elsewhere", "SELECT 1")];
+    await expect(run(db.ownerUrl, { migrations: diverged })).rejects.toThrow(/diverged/);
   });
 
   it("leaves the database exactly as it was when a migration fails", async () => {
     const migrations = await loadMigrations();
-    const failing = {
-      version: migrations.length + 1,
-      name: "9999_failing",
-      sql: "CREATE TABLE aip_half_done (x int); SELECT 1 / 0;",
-      checksum: "f".repeat(64),
-    };
+    const failing = expand(migrations.length + 1, "9999_failing", "CREATE TABLE aip_half_done (x int); SELECT 1 / 0;");
     await expect(run(db.ownerUrl, { migrations: [...migrations, failing] })).rejects.toThrow(/division by zero/);
-    const { rows } = await db.owner.query("SELECT to_regclass('aip_half_done') AS t, (SELECT max(version) FROM aip_schema_migrations) AS v");
+    const { rows } = await db.owner.query("SELECT to_regclass('aip_half_done') AS t, (SELECT max(version) FROM aip_schema_applied) AS v");
     expect(rows[0]).toEqual({ t: null, v: migrations.length });
   });
 
@@ -124,10 +132,13 @@ describe("migrate", () => {
     const broken = {
       ...functions,
       checksum: "e".repeat(64),
+      name: "aip_fn_eeeeeeeeeeee",
       files: [...functions.files, { name: "99_broken.sql", sql: "CREATE FUNCTION aip_broken( RETURNS" }],
     };
     await expect(run(db.ownerUrl, { functions: broken })).rejects.toThrow(/functions\/99_broken\.sql/);
     expect(await schemaStatus()).toMatchObject({ functions_intact: true, functions_checksum: functions.checksum });
+    const { rows } = await db.owner.query("SELECT to_regnamespace('aip_fn_eeeeeeeeeeee') AS s, (SELECT count(*)::int FROM aip_schema_sets) AS sets");
+    expect(rows[0]).toEqual({ s: null, sets: 1 });
     expect((await db.registry.publish([connectorType("ctype_migrate_after_broken")])).changed).toBe(1);
   });
 });
@@ -136,7 +147,7 @@ describe("hand-edited functions", () => {
   async function expectDriftRepaired(edit: string) {
     await db.owner.query(edit);
     expect((await schemaStatus()).functions_intact).toBe(false);
-    expect(await verifySchema(db.registry)).toMatchObject({ ok: false, reason: expect.stringMatching(/run the migrations/) });
+    expect(await verifySchema(db.registry)).toMatchObject({ ok: false, reason: expect.stringMatching(/were modified after installation: run migrate/) });
     const report = await run(db.ownerUrl);
     expect(report).toMatchObject({ applied: [], functionsInstalled: true });
     expect((await schemaStatus()).functions_intact).toBe(true);
@@ -155,8 +166,9 @@ describe("hand-edited functions", () => {
   });
 
   it("are detected and repaired when a helper is granted to a runtime role", async () => {
-    await expectDriftRepaired("GRANT EXECUTE ON FUNCTION aip_pub_apply(jsonb) TO aip_registry_data");
-    const { rows } = await db.owner.query("SELECT has_function_privilege('aip_registry_data', 'aip_pub_apply(jsonb)', 'EXECUTE') AS granted");
+    const role = inject("pgServer").roles!.data;
+    await expectDriftRepaired(`GRANT EXECUTE ON FUNCTION aip_pub_apply(jsonb) TO ${role}`);
+    const { rows } = await db.owner.query(`SELECT has_function_privilege('${role}', 'aip_pub_apply(jsonb)', 'EXECUTE') AS granted`);
     expect(rows[0].granted).toBe(false);
   });
 
@@ -183,7 +195,7 @@ describe("hand-made table changes", () => {
   }
 
   it("are recorded by the migrator and intact on a migrated database", async () => {
-    const { rows } = await db.owner.query("SELECT digest FROM aip_schema_tables WHERE singleton");
+    const { rows } = await db.owner.query("SELECT tables_digest AS digest FROM aip_schema_sets WHERE name = current_schema()");
     expect(rows[0].digest).toMatch(/^[0-9a-f]{64}$/);
     expect((await schemaStatus()).tables_intact).toBe(true);
   });
@@ -206,25 +218,21 @@ describe("hand-made table changes", () => {
       "ALTER TABLE aip_admission_counters DROP CONSTRAINT aip_admission_counters_active",
       "ALTER TABLE aip_admission_counters ADD CONSTRAINT aip_admission_counters_active CHECK (active >= 0)",
     );
-    await expectDriftReported("GRANT SELECT ON aip_route_assignments TO aip_registry_data", "REVOKE SELECT ON aip_route_assignments FROM aip_registry_data");
+    const role = inject("pgServer").roles!.data;
+    await expectDriftReported(`GRANT SELECT ON aip_route_assignments TO ${role}`, `REVOKE SELECT ON aip_route_assignments FROM ${role}`);
   });
 
   it("are recorded again when a migration runs", async () => {
-    await db.owner.query("UPDATE aip_schema_tables SET digest = 'stale'");
+    await db.owner.query("UPDATE aip_schema_sets SET tables_digest = 'stale'");
     expect((await schemaStatus()).tables_intact).toBe(false);
     const migrations = await loadMigrations();
-    const next = {
-      version: migrations.length + 1,
-      name: "9999_add_note",
-      sql: "ALTER TABLE aip_connector_types ADD COLUMN note text",
-      checksum: "n".repeat(64),
-    };
+    const next = expand(migrations.length + 1, "9999_add_note", "ALTER TABLE aip_connector_types ADD COLUMN note text");
     expect(await run(db.ownerUrl, { migrations: [...migrations, next] })).toMatchObject({ applied: ["9999_add_note"], tablesIntact: true });
     expect((await schemaStatus()).tables_intact).toBe(true);
     // Leave the database as the other tests expect it.
     await db.owner.query("ALTER TABLE aip_connector_types DROP COLUMN note");
-    await db.owner.query("DELETE FROM aip_schema_migrations WHERE version = $1", [next.version]);
-    await db.owner.query("DELETE FROM aip_schema_tables");
+    await db.owner.query("DELETE FROM aip_schema_applied WHERE version = $1", [next.version]);
+    await db.owner.query("UPDATE aip_schema_sets SET tables_digest = NULL");
     expect(await run(db.ownerUrl)).toMatchObject({ applied: [], tablesIntact: true });
   });
 });

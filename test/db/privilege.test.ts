@@ -11,12 +11,14 @@
  * registry function builds SQL dynamically.
  */
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { useTestDatabase } from "../support/database.js";
 import { publishSimpleFleet } from "../../fixtures/records.js";
 import { registryState } from "../support/registry-state.js";
+import { withSetOnPath } from "../support/server.js";
+import { FUNCTION_SET } from "../../src/db/schema-version.js";
 
-const ROLES = { data: "aip_registry_data", control: "aip_registry_control" } as const;
+const ROLES = inject("pgServer").roles!;
 const LOGINS = { data: "aip_test_data", control: "aip_test_control" } as const;
 type Plane = keyof typeof ROLES;
 
@@ -26,8 +28,8 @@ const clients = {} as Record<Plane, pg.Client>;
 beforeAll(async () => {
   await publishSimpleFleet(db.registry, { prefix: "pv", tenants: ["tenant-pv"] });
   await db.registry.resolveRoute("act_pv_1", "tenant-pv", "cap:pv.search");
-  clients.data = new pg.Client({ connectionString: db.dataUrl });
-  clients.control = new pg.Client({ connectionString: db.controlUrl });
+  clients.data = new pg.Client({ connectionString: withSetOnPath(db.dataUrl) });
+  clients.control = new pg.Client({ connectionString: withSetOnPath(db.controlUrl) });
   await Promise.all(Object.values(clients).map((c) => c.connect()));
 });
 afterAll(async () => {
@@ -59,7 +61,7 @@ async function registryFunctions(): Promise<RegistryFunction[]> {
   const { rows } = await db.owner.query<RegistryFunction>(
     `SELECT replace(p.oid::regprocedure::text, ' ', '') AS signature, p.proname AS name, p.prosecdef AS definer, p.prosrc AS source,
             ARRAY(SELECT format_type(t.oid, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY a(oid, n) JOIN pg_type t ON t.oid = a.oid ORDER BY a.n) AS args
-     FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%' ORDER BY 1`,
+     FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\\_%' ORDER BY 1`,
   );
   return rows;
 }
@@ -67,7 +69,7 @@ async function registryFunctions(): Promise<RegistryFunction[]> {
 async function executable(role: string): Promise<Set<string>> {
   const { rows } = await db.owner.query<{ f: string }>(
     `SELECT replace(p.oid::regprocedure::text, ' ', '') AS f FROM pg_proc p
-     WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%' AND has_function_privilege($1, p.oid, 'EXECUTE')`,
+     WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\\_%' AND has_function_privilege($1, p.oid, 'EXECUTE')`,
     [role],
   );
   return new Set(rows.map((r) => r.f));
@@ -220,7 +222,7 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
       expect(await sqlstate(client, `SET ROLE ${target}`), `SET ROLE ${target}`).toBe("42501");
       expect(await sqlstate(client, `SET SESSION AUTHORIZATION ${target}`), `SET SESSION AUTHORIZATION ${target}`).toBe("42501");
     }
-    const victim = new pg.Client({ connectionString: plane === "data" ? db.controlUrl : db.dataUrl });
+    const victim = new pg.Client({ connectionString: withSetOnPath(plane === "data" ? db.controlUrl : db.dataUrl) });
     await victim.connect();
     try {
       const { rows } = await victim.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
@@ -241,7 +243,7 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
       // The control role's entry points read through the same pinned search_path; one check suffices.
       await clients.control.query("CREATE TEMP TABLE aip_connector_types (type_id text, name text)");
       await clients.control.query("INSERT INTO pg_temp.aip_connector_types VALUES ('ctype_pv', 'decoy'), ('ctype_decoy', 'decoy')");
-      await clients.control.query("SET search_path = pg_temp, public");
+      await clients.control.query(`SET search_path = pg_temp, ${FUNCTION_SET}, public`);
       try {
         expect(await clients.control.query("SELECT aip_admin_get('connector_type', 'ctype_pv') AS r")).toMatchObject({
           rows: [{ r: expect.objectContaining({ id: "ctype_pv", name: "Connector ctype_pv" }) }],
@@ -257,7 +259,7 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
     // A decoy with the real table's name, ahead of it on the session's search_path.
     await client.query("CREATE TEMP TABLE aip_route_assignments (action_id text, tenant_id text, reserved boolean)");
     await client.query("INSERT INTO pg_temp.aip_route_assignments VALUES ('act_pv_1', 'tenant-pv', false), ('act_pv_decoy', 'tenant-pv', true)");
-    await client.query("SET search_path = pg_temp, public");
+    await client.query(`SET search_path = pg_temp, ${FUNCTION_SET}, public`);
     try {
       const { rows } = await client.query<{ r: Record<string, unknown> | null }>("SELECT aip_get_route('act_pv_1', 'tenant-pv') AS r");
       expect(rows[0]!.r).toMatchObject({

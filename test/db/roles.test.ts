@@ -3,7 +3,7 @@
  * granted to them in functions/90_grants.sql and touch no table directly; PUBLIC executes nothing.
  */
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { pgExecutor } from "../../src/db/pg.js";
 import { PROBLEM_SQLSTATE } from "../../src/registry/errors.js";
 import { Registry } from "../../src/registry/registry.js";
@@ -12,6 +12,8 @@ import { connectorType, publishSimpleFleet } from "../../fixtures/records.js";
 import { createTestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";
 import { refusal } from "../support/assertions.js";
+import { withSetOnPath } from "../support/server.js";
+import { FUNCTION_SET } from "../../src/db/schema-version.js";
 
 const db = useTestDatabase();
 let data: pg.Client;
@@ -26,7 +28,7 @@ const CONTROL_FUNCTIONS = [
   "aip_operator_replica_lifecycle(text,text,jsonb,boolean)",
   "aip_publish(jsonb,boolean)",
   "aip_record_route_export(timestampwithtimezone,timestampwithtimezone)",
-  "aip_schema_status()",
+  "aip_schema_status(text,text,text)",
 ];
 const DATA_FUNCTIONS = [
   "aip_catalog_changes(text,jsonb)",
@@ -42,15 +44,15 @@ const DATA_FUNCTIONS = [
   "aip_registry_read(text,text,text,text)",
   "aip_remove_settled_routes(integer,boolean,integer)",
   "aip_resolve_route(text,text,text,jsonb)",
-  "aip_schema_status()",
+  "aip_schema_status(text,text,text)",
   "aip_settle_route(text,text,jsonb,text)",
   "aip_trim_catalog_changes(bigint,bigint,integer)",
 ];
 
 beforeAll(async () => {
   await publishSimpleFleet(db.registry);
-  data = new pg.Client({ connectionString: db.dataUrl });
-  control = new pg.Client({ connectionString: db.controlUrl });
+  data = new pg.Client({ connectionString: withSetOnPath(db.dataUrl) });
+  control = new pg.Client({ connectionString: withSetOnPath(db.controlUrl) });
   await Promise.all([data.connect(), control.connect()]);
 });
 afterAll(async () => {
@@ -82,7 +84,7 @@ async function registryTables(): Promise<{ table: string; column: string }[]> {
 async function executable(role: string): Promise<string[]> {
   const { rows } = await db.owner.query<{ f: string }>(
     `SELECT replace(p.oid::regprocedure::text, ' ', '') AS f FROM pg_proc p
-     WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%' AND has_function_privilege($1, p.oid, 'EXECUTE')
+     WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\\_%' AND has_function_privilege($1, p.oid, 'EXECUTE')
      ORDER BY 1`,
     [role],
   );
@@ -91,12 +93,12 @@ async function executable(role: string): Promise<string[]> {
 
 describe("function grants", () => {
   it("let the control role execute exactly publication, administrative reads, operator lifecycle, route export, invariants and schema status", async () => {
-    expect(await executable("aip_registry_control")).toEqual(CONTROL_FUNCTIONS);
+    expect(await executable(inject("pgServer").roles!.control)).toEqual(CONTROL_FUNCTIONS);
     expect(await executable("aip_test_control")).toEqual(CONTROL_FUNCTIONS);
   });
 
   it("let the data role execute exactly the data-plane functions", async () => {
-    expect(await executable("aip_registry_data")).toEqual(DATA_FUNCTIONS);
+    expect(await executable(inject("pgServer").roles!.data)).toEqual(DATA_FUNCTIONS);
     expect(await executable("aip_test_data")).toEqual(DATA_FUNCTIONS);
   });
 
@@ -107,7 +109,7 @@ describe("function grants", () => {
       expect(await executable(role)).toEqual([]);
       const { rows } = await db.owner.query(
         `SELECT p.oid::regprocedure::text AS f FROM pg_proc p
-         WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%'
+         WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\\_%'
            AND (p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0))`,
       );
       expect(rows).toEqual([]);
@@ -119,10 +121,10 @@ describe("function grants", () => {
   it("pin search_path on every SECURITY DEFINER function, and grant only such entry points", async () => {
     const { rows } = await db.owner.query<{ f: string; definer: boolean; config: string[] | null }>(
       `SELECT replace(p.oid::regprocedure::text, ' ', '') AS f, p.prosecdef AS definer, p.proconfig AS config FROM pg_proc p
-       WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'aip\\_%'`,
+       WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'aip\\_%'`,
     );
     for (const row of rows.filter((r) => r.definer)) {
-      expect(row.config ?? [], row.f).toContainEqual(expect.stringMatching(/^search_path=pg_catalog, ?public, ?pg_temp$/));
+      expect(row.config ?? [], row.f).toContainEqual(`search_path=${FUNCTION_SET}, public, pg_temp`);
     }
     const definers = rows.filter((r) => r.definer).map((r) => r.f);
     for (const granted of new Set([...CONTROL_FUNCTIONS, ...DATA_FUNCTIONS])) expect(definers).toContain(granted);

@@ -50,7 +50,7 @@ afterEach(() => expectHealthy(db.registry));
 
 /** The data role's URL the way a Worker has it: a Neon-style host the proxy never resolves. */
 function neonUrl(): string {
-  const login = Object.keys(LOGIN_ROLES).find((name) => LOGIN_ROLES[name as keyof typeof LOGIN_ROLES] === "aip_registry_data")!;
+  const login = Object.keys(LOGIN_ROLES).find((name) => LOGIN_ROLES[name as keyof typeof LOGIN_ROLES] === "data")!;
   return `postgres://${login}:${TEST_ROLE_PASSWORD}@db.localtest.me:5432/${db.name}`;
 }
 

@@ -18,6 +18,7 @@ import { binding, connectorType, instance, policy, registerReplica, registration
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { expectHealthy } from "../support/invariants.js";
 import { registryState } from "../support/registry-state.js";
+import { withSetOnPath } from "../support/server.js";
 
 const CANARY = `S3CR3T-${randomBytes(8).toString("hex")}`;
 const SECRET_NAMES = [
@@ -140,8 +141,8 @@ describe("credential values are never persisted", () => {
   });
 
   it("stores no credential value even when a caller skips the HTTP schemas and calls SQL directly", async () => {
-    const control = new pg.Client({ connectionString: db.controlUrl });
-    const data = new pg.Client({ connectionString: db.dataUrl });
+    const control = new pg.Client({ connectionString: withSetOnPath(db.controlUrl) });
+    const data = new pg.Client({ connectionString: withSetOnPath(db.dataUrl) });
     await Promise.all([control.connect(), data.connect()]);
     try {
       const smuggled = Object.fromEntries(SECRET_NAMES.map((name) => [name, CANARY]));

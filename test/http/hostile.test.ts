@@ -16,6 +16,7 @@ import { attestation, binding, connectorType, instance, publishSimpleFleet, repl
 import { expectSaneAnswer, nested } from "../support/fuzz.js";
 import { createTestApi, TEST_SECRET, type TestApi } from "../support/http.js";
 import { registryState } from "../support/registry-state.js";
+import { withSetOnPath } from "../support/server.js";
 
 const db = useTestDatabase();
 let api: TestApi;
@@ -79,7 +80,7 @@ describe("nesting: 128 levels pass, 129 are refused, by the HTTP schema and by S
     expect(await registryState(db.owner)).toEqual(before);
 
     // The database enforces the same limit on its own (a caller that skips the HTTP schemas).
-    const control = new pg.Client({ connectionString: db.controlUrl });
+    const control = new pg.Client({ connectionString: withSetOnPath(db.controlUrl) });
     await control.connect();
     try {
       const changes = (JSON.parse(deep.body) as { changes: unknown }).changes;

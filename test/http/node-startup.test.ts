@@ -21,6 +21,7 @@ import { cleanEnv, freePort, runCli } from "../cli/support.js";
 import { useTestDatabase } from "../support/database.js";
 import { TEST_SECRET } from "../support/http.js";
 import { databaseUrl } from "../support/server.js";
+import { SET_NOT_INSTALLED } from "../../src/registry/schema-check.js";
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
 
@@ -94,7 +95,7 @@ describe("REGISTRY_MODE=data-plane", () => {
       (e: unknown) => e as Error,
     );
     expect((error as Error).message).toMatch(
-      /^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx --no-install aip-registry migrate` with the database owner's URL\)$/,
+      /^refusing to serve postgres:\/\/.*: schema not installed: run migrate \(`npx --no-install aip-registry migrate` with the database owner's URL\): this build's function set aip_fn_[0-9a-f]{12} \(release [^)]+\) is not in this database/,
     );
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
   });
@@ -165,7 +166,7 @@ describe("an unmigrated database", () => {
       expect(response.status).toBe(503);
       expect(await response.json()).toMatchObject({
         status: "not_ready",
-        reason: "schema not installed: run migrate (`npx --no-install aip-registry migrate` with the database owner's URL)",
+        reason: SET_NOT_INSTALLED,
       });
     } finally {
       await pool.end();

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
-import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
+import { FUNCTION_SET, FUNCTIONS_CHECKSUM, RELEASE, SCHEMA_VERSION } from "../../src/db/schema-version.js";
 import { Registry } from "../../src/registry/registry.js";
 import { useTestDatabase } from "../support/database.js";
 import { connectorType } from "../../fixtures/records.js";
@@ -57,11 +57,16 @@ describe("operations endpoints", () => {
       status: 200,
       body: {
         status: "ready",
+        release: RELEASE,
+        function_set: FUNCTION_SET,
         schema_version: SCHEMA_VERSION,
+        required_version: SCHEMA_VERSION,
         functions_checksum: FUNCTIONS_CHECKSUM,
         catalog_revision: 0,
         statement_timeout: "10s",
         tables_intact: true,
+        function_sets: [{ name: FUNCTION_SET, release: RELEASE, installed_at: expect.stringMatching(/^\d{4}-/), last_seen: null, this: true }],
+        session: { role: "aip_test_data", superuser: false, owner: false, runtime_role: true },
       },
     });
     await db.registry.publish([connectorType("ctype_ops")]);

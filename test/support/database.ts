@@ -38,9 +38,10 @@ export async function createTestDatabase(options: { dataPoolSize?: number } = {}
   const ownerUrl = databaseUrl(server, name);
   const dataUrl = databaseUrl(server, name, "aip_test_data");
   const controlUrl = databaseUrl(server, name, "aip_test_control");
-  const owner = createPgPool(ownerUrl, { max: 4 });
-  const dataPool = createPgPool(dataUrl, { max: options.dataPoolSize ?? 8 });
-  const controlPool = createPgPool(controlUrl, { max: 2 });
+  // Named as the test harness, not as a server of this build's set: migrate --finalize counts those.
+  const owner = createPgPool(ownerUrl, { max: 4, applicationName: "aip-test" });
+  const dataPool = createPgPool(dataUrl, { max: options.dataPoolSize ?? 8, applicationName: "aip-test" });
+  const controlPool = createPgPool(controlUrl, { max: 2, applicationName: "aip-test" });
   const extraPools: pg.Pool[] = [];
   return {
     name,
@@ -53,7 +54,7 @@ export async function createTestDatabase(options: { dataPoolSize?: number } = {}
     registry: new Registry({ data: pgExecutor(dataPool), control: pgExecutor(controlPool) }),
     registryWithPool(size: number) {
       // Waiters queue in the pool under load: give them longer than pg's 5 s connect timeout.
-      const data = createPgPool(dataUrl, { max: size, connectionTimeoutMs: 60_000 });
+      const data = createPgPool(dataUrl, { max: size, connectionTimeoutMs: 60_000, applicationName: "aip-test" });
       extraPools.push(data);
       return { registry: new Registry({ data: pgExecutor(data), control: pgExecutor(controlPool) }), pools: [data] };
     },

@@ -114,13 +114,13 @@ export async function droppableVictim(url: string, options: { settings?: string 
  * A throwaway login role in the data group with a connection limit; dropped (after its sessions)
  * by drop(). The limit is the role's, so the server's other clients keep their slots.
  */
-export async function limitedDataRole(adminUrl: string, databaseUrl: string, limit: number): Promise<{ url: string; drop(): Promise<void> }> {
+export async function limitedDataRole(adminUrl: string, databaseUrl: string, limit: number, group: string): Promise<{ url: string; drop(): Promise<void> }> {
   const role = uniqueName("aip_fault_limited");
   const password = randomBytes(12).toString("hex");
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
-    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}' CONNECTION LIMIT ${limit} IN ROLE aip_registry_data`);
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}' CONNECTION LIMIT ${limit} IN ROLE ${group}`);
   } finally {
     await admin.end();
   }

@@ -16,7 +16,8 @@ import { freePort } from "../../fixtures/free-port.js";
 import pg from "pg";
 import { migrate } from "../../src/db/migrate.js";
 import { withPgSession } from "../../src/db/pg.js";
-import { LOGIN_ROLES, TEST_ROLE_PASSWORD } from "./server.js";
+import { LOGIN_ROLES, TEST_ROLE_PASSWORD, withSetOnPath } from "./server.js";
+import { loginRoleSql } from "../../fixtures/login-roles.js";
 
 const run = promisify(execFile);
 
@@ -107,13 +108,13 @@ export async function startPrivateServer(options: { maxConnections?: number; bin
     });
   };
   const database = "aip_restart";
+  // The owner's sessions call this build's functions unqualified, as databaseUrl's do (./server.ts).
   const url = (login?: string) => {
     const u = new URL(adminUrl);
     u.pathname = `/${database}`;
-    if (login) {
-      u.username = login;
-      u.password = TEST_ROLE_PASSWORD;
-    }
+    if (!login) return withSetOnPath(u.toString());
+    u.username = login;
+    u.password = TEST_ROLE_PASSWORD;
     return u.toString();
   };
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -121,10 +122,8 @@ export async function startPrivateServer(options: { maxConnections?: number; bin
   await admin.connect();
   try {
     await admin.query(`CREATE DATABASE ${database}`);
-    await withPgSession(url(), (session) => migrate(session));
-    for (const [login, group] of Object.entries(LOGIN_ROLES)) {
-      await admin.query(`CREATE ROLE ${login} LOGIN PASSWORD '${TEST_ROLE_PASSWORD}' IN ROLE ${group}`);
-    }
+    const { roles } = await withPgSession(url(), (session) => migrate(session));
+    for (const [login, plane] of Object.entries(LOGIN_ROLES)) await admin.query(loginRoleSql(login, TEST_ROLE_PASSWORD, plane, roles));
   } finally {
     await admin.end();
   }

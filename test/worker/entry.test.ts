@@ -10,6 +10,7 @@ import { BUNDLED_ASSET_PREFIX, CDN_ASSET_PREFIX, SWAGGER_UI_FILES } from "../../
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, expectProblem, smallFleet } from "../conformance/target.js";
 import { connectorType } from "../../fixtures/records.js";
+import { FUNCTION_SET } from "../../src/db/schema-version.js";
 import { TRANSPORTS, callWorker, databaseUrlOf, mint, ownerSql, workerEnv, workerTarget } from "./support.js";
 
 describe("through the runtime's dispatch (SELF)", () => {
@@ -79,8 +80,8 @@ describe("schema gate", () => {
     });
     const api = new Api(workerTarget(bindings, conformancePrefix("gate")));
     const owner = ownerSql(database);
-    const [{ checksum }] = (await owner.query("SELECT checksum FROM aip_schema_functions")) as [{ checksum: string }];
-    await owner.query("UPDATE aip_schema_functions SET checksum = 'not-this-build'");
+    const [{ checksum }] = (await owner.query("SELECT checksum FROM aip_schema_sets WHERE name = $1", [FUNCTION_SET])) as [{ checksum: string }];
+    await owner.query("UPDATE aip_schema_sets SET checksum = 'not-this-build' WHERE name = $1", [FUNCTION_SET]);
     try {
       const refused = await api.call("GET", "/v1/fleet/status", { token: await api.admin() });
       expectProblem(refused, 503, "storage");
@@ -88,7 +89,7 @@ describe("schema gate", () => {
       expect(refused.headers.get("retry-after")).toBeTruthy();
       expect((await api.call("GET", "/readyz")).status).toBe(503);
     } finally {
-      await owner.query("UPDATE aip_schema_functions SET checksum = $1", [checksum]);
+      await owner.query("UPDATE aip_schema_sets SET checksum = $1 WHERE name = $2", [checksum, FUNCTION_SET]);
     }
     // A failed check is not remembered: the next request checks again and is served.
     expect((await api.call("GET", "/v1/fleet/status", { token: await api.admin() })).status).toBe(200);

@@ -21,6 +21,7 @@ import { LEASE_CLOCK_NAME } from "../../src/maintenance/lease-clock.js";
 import worker, { type LeaseClock } from "../../dev/worker.js";
 import { conformancePrefix } from "../conformance/index.js";
 import { Api, expectProblem, lifecycleRequestId, sleep, smallFleet, type SmallFleet } from "../conformance/target.js";
+import { FUNCTION_SET } from "../../src/db/schema-version.js";
 import { ownerSql, ownerUrl, proxyStats, registryStatements, resetProxyStats, suspendDatabase, workerEnv, workerTarget } from "./support.js";
 
 const bindings = workerEnv({ LEASE_MAINTENANCE_INTERVAL_MS: "1000" });
@@ -80,9 +81,9 @@ async function ownerSession() {
 beforeAll(async () => {
   // The suite's files share one database: end the leases earlier files left live, so "nothing
   // is live" holds here, and forget any alarm.
-  await owner.query("UPDATE aip_connector_replicas SET lease_expires_at = aip_now() WHERE status <> 'offline'");
+  await owner.query(`UPDATE aip_connector_replicas SET lease_expires_at = ${FUNCTION_SET}.aip_now() WHERE status <> 'offline'`);
   for (;;) {
-    const [{ result }] = (await owner.query("SELECT aip_expire_leases(10000) AS result")) as [{ result: { expired: number } }];
+    const [{ result }] = (await owner.query(`SELECT ${FUNCTION_SET}.aip_expire_leases(10000) AS result`)) as [{ result: { expired: number } }];
     if (result.expired === 0) break;
   }
   await runInDurableObject(clock(), (_instance, state) => state.storage.deleteAlarm());
