@@ -152,25 +152,55 @@ export function registryRoleNames(database: string): { data: string; control: st
   return { data: `${base}_aip_data`, control: `${base}_aip_control` };
 }
 
+/**
+ * How long a migration's DDL may wait for a table lock before the run steps back and tries again:
+ * a statement waiting for an exclusive lock makes every later request on that table queue behind
+ * it, so the wait must stay short (the entry points give up after their own 2 s lock_timeout).
+ */
+const DDL_LOCK_TIMEOUT = "3s";
+/** Attempts after a lock wait ran out, spaced 250 ms doubling to 4 s (about a minute in all). */
+const LOCK_RETRIES = 18;
+
 export async function migrate(session: MigrationSession, options: MigrateOptions = {}): Promise<MigrationReport> {
   const log = options.log ?? (() => {});
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrateOnce(session, options, log);
+    } catch (error) {
+      if (!(error instanceof LockWaitExpired) || attempt > LOCK_RETRIES) throw error instanceof LockWaitExpired ? error.cause : error;
+      const pause = Math.min(4000, 250 * 2 ** (attempt - 1));
+      log(`a table lock the migration needs is held by running work: nothing was changed; trying again in ${pause} ms`);
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
+}
+
+/** A DDL statement's lock wait ran out (after the run held the migration lock): the run is retried. */
+class LockWaitExpired extends Error {}
+
+/**
+ * Two transactions, each under the migration lock: the table migrations (their exclusive locks
+ * are held only as long as the DDL takes), then this build's set (installing functions locks no
+ * table) and, with `finalize`, the contract step. Each commits whole or not at all; between them
+ * the database serves every installed set, and a run that fails in the second is simply run again.
+ */
+async function migrateOnce(session: MigrationSession, options: MigrateOptions, log: (line: string) => void): Promise<MigrationReport> {
   const migrations = options.migrations ?? (await loadMigrations());
   const functions = options.functions ?? (await loadFunctionSet());
   const buildVersion = schemaVersionOf(migrations);
 
-  await session.exec("BEGIN");
-  try {
-    await session.exec("SET LOCAL lock_timeout = '60s'; SET LOCAL statement_timeout = '15min'");
-    await session.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
-    // Tables live in public whatever the session's default path says ("$user" first).
-    await session.exec("SET LOCAL search_path = public, pg_temp");
+  const { applied, roles } = await inMigrationTransaction(session, async () => {
     await session.exec(BOOKKEEPING_SQL);
     const legacy = await adoptLegacyBookkeeping(session);
-
-    const applied = await applyExpandMigrations(session, migrations, buildVersion, log);
+    const pending = await pendingExpandMigrations(session, migrations, buildVersion, log);
     const roles = await ensureRoles(session, legacy, log);
-    const functionsInstalled = await installFunctionSet(session, functions, buildVersion, options.release ?? RELEASE, log);
+    const applied = await applyMigrations(session, pending, log);
+    if (applied.length > 0) await recordTables(session, null, true, log);
+    return { applied, roles };
+  });
 
+  return inMigrationTransaction(session, async () => {
+    const functionsInstalled = await installFunctionSet(session, functions, buildVersion, options.release ?? RELEASE, log);
     let droppedSets: string[] = [];
     let contracted: string[] = [];
     if (options.finalize) {
@@ -178,12 +208,10 @@ export async function migrate(session: MigrationSession, options: MigrateOptions
       contracted = await applyContractMigrations(session, migrations, log);
       if (droppedSets.includes(LEGACY_SET)) await dropLegacy(session, log);
     }
-    const tablesIntact = await recordTables(session, functions.name, applied.length + contracted.length > 0, log);
-
+    const tablesIntact = await recordTables(session, functions.name, contracted.length > 0, log);
     const appliedVersions = new Set((await session.query<{ version: number }>("SELECT version FROM aip_schema_applied")).map((r) => r.version));
     const [level] = await session.query<{ version: number | null }>("SELECT max(version) AS version FROM aip_schema_applied WHERE kind = 'expand'");
     const otherSets = await setsInUse(session, functions.name, DEFAULT_SEEN_WITHIN_MS);
-    await session.exec("COMMIT");
     return {
       applied,
       contracted,
@@ -197,8 +225,25 @@ export async function migrate(session: MigrationSession, options: MigrateOptions
       tablesIntact,
       roles,
     };
+  });
+}
+
+/** `work` in one transaction under the migration lock, with short lock waits for its DDL. */
+async function inMigrationTransaction<T>(session: MigrationSession, work: () => Promise<T>): Promise<T> {
+  await session.exec("BEGIN");
+  let locked = false;
+  try {
+    await session.exec("SET LOCAL lock_timeout = '60s'; SET LOCAL statement_timeout = '15min'");
+    await session.query(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
+    locked = true;
+    // Tables live in public whatever the session's default path says ("$user" first).
+    await session.exec(`SET LOCAL lock_timeout = '${DDL_LOCK_TIMEOUT}'; SET LOCAL search_path = public, pg_temp`);
+    const result = await work();
+    await session.exec("COMMIT");
+    return result;
   } catch (error) {
     await session.exec("ROLLBACK").catch(() => {});
+    if (locked && (error as { code?: unknown }).code === "55P03") throw new LockWaitExpired("lock wait expired", { cause: error });
     throw error;
   }
 }
@@ -233,7 +278,13 @@ async function adoptLegacyBookkeeping(session: MigrationSession): Promise<boolea
   return true;
 }
 
-async function applyExpandMigrations(session: MigrationSession, migrations: Migration[], buildVersion: number, log: (line: string) => void): Promise<string[]> {
+/** The expand migrations this build has and the database lacks; refuses what cannot be served. */
+async function pendingExpandMigrations(
+  session: MigrationSession,
+  migrations: Migration[],
+  buildVersion: number,
+  log: (line: string) => void,
+): Promise<Migration[]> {
   const recorded = await session.query<{ version: number; name: string; checksum: string; supports_from: number | null }>(
     "SELECT version, name, checksum, supports_from FROM aip_schema_applied ORDER BY version",
   );
@@ -260,6 +311,10 @@ async function applyExpandMigrations(session: MigrationSession, migrations: Migr
   }
   if (unknown.length > 0)
     log(`the database is newer than this build (migration ${unknown.at(-1)!.name}): installing this build's functions beside the newer ones`);
+  return pending;
+}
+
+async function applyMigrations(session: MigrationSession, pending: Migration[], log: (line: string) => void): Promise<string[]> {
   const applied: string[] = [];
   for (const migration of pending) {
     log(`applying migration ${migration.version} ${migration.name}`);
@@ -462,7 +517,7 @@ async function applyContractMigrations(session: MigrationSession, migrations: Mi
  * read); otherwise only for a set that has no record yet, and only when another set vouches that
  * the tables are intact. Returns whether the tables match this build's record.
  */
-async function recordTables(session: MigrationSession, own: string, migrated: boolean, log: (line: string) => void): Promise<boolean> {
+async function recordTables(session: MigrationSession, own: string | null, migrated: boolean, log: (line: string) => void): Promise<boolean> {
   const sets = await session.query<{ name: string; legacy: boolean; tables_digest: string | null }>(
     "SELECT name, legacy, tables_digest FROM aip_schema_sets ORDER BY installed_at",
   );

@@ -119,6 +119,29 @@ describe("migrate", () => {
     await expect(run(db.ownerUrl, { migrations: diverged })).rejects.toThrow(/diverged/);
   });
 
+  it("steps back and tries again while running work holds a table its DDL needs, instead of queueing every request behind it", async () => {
+    const migrations = await loadMigrations();
+    const next = expand(migrations.length + 1, "9999_wait_for_reader", "ALTER TABLE aip_connector_types ADD COLUMN waited text");
+    const reader = await db.owner.connect();
+    await reader.query("BEGIN; LOCK TABLE aip_connector_types IN ACCESS SHARE MODE");
+    const lines: string[] = [];
+    const running = run(db.ownerUrl, { migrations: [...migrations, next], log: (line) => lines.push(line) });
+    try {
+      // The first attempt's lock wait (3 s) runs out while the reader holds on: nothing is changed.
+      await expect.poll(() => lines.join("\n"), { timeout: 15_000 }).toMatch(/held by running work: nothing was changed; trying again/);
+      expect((await db.owner.query("SELECT count(*)::int AS n FROM aip_schema_applied WHERE version = $1", [next.version])).rows[0].n).toBe(0);
+    } finally {
+      await reader.query("COMMIT");
+      reader.release();
+    }
+    expect(await running).toMatchObject({ applied: ["9999_wait_for_reader"] });
+    // Leave the database as the other tests expect it.
+    await db.owner.query("ALTER TABLE aip_connector_types DROP COLUMN waited");
+    await db.owner.query("DELETE FROM aip_schema_applied WHERE version = $1", [next.version]);
+    await db.owner.query("UPDATE aip_schema_sets SET tables_digest = NULL");
+    expect(await run(db.ownerUrl)).toMatchObject({ tablesIntact: true });
+  });
+
   it("leaves the database exactly as it was when a migration fails", async () => {
     const migrations = await loadMigrations();
     const failing = expand(migrations.length + 1, "9999_failing", "CREATE TABLE aip_half_done (x int); SELECT 1 / 0;");
