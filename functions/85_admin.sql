@@ -170,7 +170,17 @@ BEGIN
         'superuser', (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user),
         'owner', pg_has_role(session_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'aip_catalog_revision'::regclass), 'MEMBER'),
         'runtime_role', (SELECT pg_has_role(session_user, r.data_role, 'MEMBER') OR pg_has_role(session_user, r.control_role, 'MEMBER')
-                         FROM aip_schema_roles r WHERE r.singleton)),
+                         FROM aip_schema_roles r WHERE r.singleton),
+        -- Group roles of other registry databases (or 0.1.0's shared ones) this login also holds:
+        -- it could use those registries too.
+        'other_registry_roles', (
+          SELECT coalesce(json_agg(g.rolname ORDER BY g.rolname), '[]'::json)
+          FROM pg_roles g
+          WHERE (g.rolname LIKE '%\_aip\_data' OR g.rolname LIKE '%\_aip\_control' OR g.rolname IN ('aip_registry_data', 'aip_registry_control'))
+            AND g.rolname NOT IN (SELECT r.data_role FROM aip_schema_roles r UNION ALL SELECT r.control_role FROM aip_schema_roles r)
+            AND pg_has_role(session_user, g.oid, 'MEMBER'))),
+      -- Whether any role may connect to this database (the migrator revokes it from PUBLIC).
+      'connect_public', has_database_privilege('public', current_database(), 'CONNECT'),
       -- The caller's session setting: a runtime login role without one has unbounded statements.
       'statement_timeout', current_setting('statement_timeout'))
     FROM aip_schema_sets s WHERE s.name = v_set);

@@ -943,6 +943,9 @@ const SessionInfo = z
     superuser: z.boolean().nullable(),
     owner: z.boolean().nullable().openapi({ description: "Whether the role owns the registry's tables (or is a member of their owner)." }),
     runtime_role: z.boolean().nullable().openapi({ description: "Whether it is a member of this database's data or control role." }),
+    other_registry_roles: z
+      .array(z.string())
+      .openapi({ description: "Group roles of other registry databases on the same server that this login also holds: it could use those registries too." }),
   })
   .openapi("SessionInfo");
 
@@ -970,6 +973,10 @@ export const Readiness = z
         "Every function set installed (this build's and those of other builds serving the same database), as information: other sets never make this server not ready.",
     }),
     session: SessionInfo.optional(),
+    connect_public: z
+      .boolean()
+      .optional()
+      .openapi({ description: "Whether every role may connect to this database (the migrator revokes CONNECT from PUBLIC)." }),
     role_warning: z.string().optional().openapi({
       description: "Set when the server's database role is a superuser or the tables' owner: it works, but a runtime role (docs/deploy.md) should be used.",
     }),
@@ -989,6 +996,7 @@ export const SchemaStatus = z.object({
   catalog_revision: Revision,
   function_sets: z.array(FunctionSetInfo),
   session: SessionInfo,
+  connect_public: z.boolean(),
   statement_timeout: z.string().optional(),
 });
 export type SchemaStatus = z.infer<typeof SchemaStatus>;

@@ -36,6 +36,14 @@ export interface CommandContext {
   io: Io;
 }
 
+const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `90s`, `15m`, `12h`, `30d` in milliseconds; undefined for anything else. */
+export function durationMs(text: string): number | undefined {
+  const match = /^(\d+)([smhd])$/.exec(text);
+  return match ? Number(match[1]) * (UNITS[match[2] as string] as number) : undefined;
+}
+
 export const str = (values: Values, name: string): string | undefined => {
   const value = values[name];
   return typeof value === "string" ? value : undefined;

@@ -58,6 +58,27 @@ export async function doctor(ctx: CommandContext): Promise<number> {
     const ready = await backend.readiness();
     if (ready.status === "ready") check("ok", `schema: version ${ready.schema_version}, functions intact, catalog revision ${ready.catalog_revision}`);
     else check("FAIL", `schema: not ready: ${ready.reason ?? "unknown reason"}`);
+    for (const set of ready.function_sets ?? []) {
+      if (!set.this)
+        check(
+          "ok",
+          `function set ${set.name} of release ${set.release} is installed beside this build's (last seen ${set.last_seen ?? "never"}); \`aip-registry migrate --finalize\` drops it once no server uses it`,
+        );
+    }
+    if (ready.role_warning) check("warn", ready.role_warning);
+    if (ready.connect_public) {
+      check(
+        "warn",
+        "every role may connect to this database (CONNECT is granted to PUBLIC): run `aip-registry migrate`, which revokes it, or REVOKE CONNECT ON DATABASE ... FROM PUBLIC",
+      );
+    }
+    const foreign = ready.session?.other_registry_roles ?? [];
+    if (foreign.length > 0) {
+      check(
+        "warn",
+        `this login (${ready.session?.role}) also holds ${foreign.join(", ")}: it may use other registry databases on this server; give each registry logins of its own`,
+      );
+    }
     if (ready.tables_intact === false) {
       check("FAIL", "tables: the registry's tables, columns or indexes differ from what the migrations made (changed by hand); compare them with drizzle/");
     }

@@ -6,14 +6,12 @@ import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { clampPage, ROUTE_RETENTION_BATCH, ROUTE_RETENTION_DAYS, ROUTES_EXPORT_PAGE, type RangeBound } from "../limits.js";
 import type { RetentionWindow } from "./backend.js";
-import { EXIT, UsageError, str, withBackend, type CommandContext } from "./context.js";
-
-const UNITS: Record<string, number> = { m: 60_000, h: 3_600_000, d: 86_400_000 };
+import { EXIT, UsageError, durationMs, str, withBackend, type CommandContext } from "./context.js";
 
 /** An RFC 3339 time with an offset, or a duration ago (`90m`, `12h`, `30d`), as an ISO string. */
 export function parseTime(text: string, name: string, now = Date.now()): string {
-  const ago = /^(\d+)([mhd])$/.exec(text);
-  if (ago) return new Date(now - Number(ago[1]) * (UNITS[ago[2] as string] as number)).toISOString();
+  const ago = durationMs(text);
+  if (ago !== undefined && !text.endsWith("s")) return new Date(now - ago).toISOString();
   if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(text) && !Number.isNaN(Date.parse(text))) {
     return new Date(Date.parse(text)).toISOString();
   }

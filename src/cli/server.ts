@@ -4,7 +4,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { MigrationError, migrate as runMigrations, type MigrationReport } from "../db/migrate.js";
+import { MigrationError, migrate as runMigrations, type MigrateOptions, type MigrationReport } from "../db/migrate.js";
 import { redactUrl, withPgSession } from "../db/pg.js";
 import { CLI_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
@@ -12,17 +12,18 @@ import { startServer } from "../entry/node.js";
 import { pgliteOpenFailure } from "../node/data-dir-check.js";
 import { lockDataDir } from "../node/data-dir-lock.js";
 import { serveUntilSignal } from "../node/signals.js";
-import { EXIT, dataDir, str, type CommandContext } from "./context.js";
+import { EXIT, UsageError, dataDir, durationMs, str, type CommandContext } from "./context.js";
 import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
 
 export async function migrate(ctx: CommandContext): Promise<number> {
   const { io } = ctx;
   const url = str(ctx.values, "database-url") ?? ctx.env.CONTROL_DATABASE_URL ?? ctx.env.DATABASE_URL;
+  const options = migrateOptions(ctx);
   let report: MigrationReport;
   if (url) {
     io.err(`migrating ${redactUrl(url)}`);
     try {
-      report = await withPgSession(url, (session) => runMigrations(session, { log: io.err }), { connectionTimeoutMs: CLI_CONNECT_TIMEOUT_MS });
+      report = await withPgSession(url, (session) => runMigrations(session, options), { connectionTimeoutMs: CLI_CONNECT_TIMEOUT_MS });
     } catch (error) {
       if ((error as { code?: unknown }).code === "42501") {
         const role = new URL(url).username || "this role";
@@ -43,7 +44,7 @@ export async function migrate(ctx: CommandContext): Promise<number> {
         throw pgliteOpenFailure(dataDir(ctx), error);
       });
       try {
-        report = await runMigrations(pgliteSession(db), { log: io.err });
+        report = await runMigrations(pgliteSession(db), options);
       } finally {
         await db.close();
       }
@@ -51,15 +52,43 @@ export async function migrate(ctx: CommandContext): Promise<number> {
       await lock.release();
     }
   }
-  if (ctx.values.json === true) {
-    io.out(JSON.stringify(report));
-  } else if (report.applied.length === 0 && !report.functionsInstalled) {
-    io.out(`schema version ${report.schemaVersion}: up to date`);
+  if (ctx.values.json === true) io.out(JSON.stringify(report));
+  else io.out(describeMigration(report));
+  return EXIT.ok;
+}
+
+function migrateOptions(ctx: CommandContext): MigrateOptions {
+  const finalize = ctx.values.finalize === true;
+  const seenWithin = str(ctx.values, "seen-within");
+  if (!finalize && (seenWithin !== undefined || ctx.values.force === true)) throw new UsageError("--seen-within and --force go with --finalize");
+  const seenWithinMs = seenWithin === undefined ? undefined : durationMs(seenWithin);
+  if (seenWithin !== undefined && seenWithinMs === undefined) throw new UsageError(`--seen-within must be a duration (90s, 15m, 2h, 1d), not "${seenWithin}"`);
+  return {
+    log: ctx.io.err,
+    ...(finalize ? { finalize, force: ctx.values.force === true } : {}),
+    ...(seenWithinMs !== undefined ? { seenWithinMs } : {}),
+  };
+}
+
+/** What a run did, in a few lines: the schema, this build's set, the other sets, what finalize removed. */
+function describeMigration(report: MigrationReport): string {
+  const lines: string[] = [];
+  if (report.applied.length === 0 && !report.functionsInstalled && report.contracted.length === 0 && report.droppedSets.length === 0) {
+    lines.push(`schema version ${report.schemaVersion}: up to date`);
   } else {
     const applied = report.applied.length ? `applied ${report.applied.join(", ")}` : "no migration to apply";
-    io.out(`schema version ${report.schemaVersion}: ${applied}; functions ${report.functionsInstalled ? "installed" : "unchanged"}`);
+    lines.push(`schema version ${report.schemaVersion}: ${applied}; functions ${report.functionsInstalled ? "installed" : "unchanged"}`);
   }
-  return EXIT.ok;
+  lines.push(`function set ${report.functionSet} (this build); roles ${report.roles.data}, ${report.roles.control}`);
+  for (const set of report.droppedSets) lines.push(`dropped function set ${set}`);
+  for (const name of report.contracted) lines.push(`contracted: ${name}`);
+  for (const set of report.otherSets) {
+    lines.push(
+      `also installed: function set ${set.name} (release ${set.release}; ${set.sessions} session(s) connected, last seen ${set.last_seen ?? "never"})`,
+    );
+  }
+  if (report.pendingContract.length > 0) lines.push(`waiting for migrate --finalize: ${report.pendingContract.join(", ")}`);
+  return lines.join("\n");
 }
 
 export async function serve(ctx: CommandContext): Promise<number> {

@@ -2,6 +2,6 @@
 export const RELEASE = "0.2.0";
 /** The newest expand migration this build knows: it needs the database at least there (contract migrations are cleanup, never needed). */
 export const SCHEMA_VERSION = 10;
-export const FUNCTIONS_CHECKSUM = "e901cafc8a6373d83cb16db4b5e8370e2d79f6982ed51c5687f88a88b276f5d7";
+export const FUNCTIONS_CHECKSUM = "e0170b3091391c988147297b4944e9c4f278d91a92505a3fc6e80b2597220c5b";
 /** The schema this build's functions are installed in and called from (docs/upgrades.md). */
-export const FUNCTION_SET = "aip_fn_e901cafc8a63";
+export const FUNCTION_SET = "aip_fn_e0170b309139";

@@ -39,10 +39,24 @@ interface Command {
 
 const COMMANDS: Record<string, Command> = {
   migrate: {
-    summary: "Apply pending migrations and install the SQL functions",
+    summary: "Expand the tables and install this build's SQL functions beside the running builds' (--finalize: drop unused older ones)",
     usage:
-      "migrate [--database-url URL | --data-dir DIR] [--json]\n  SQL: --database-url, else CONTROL_DATABASE_URL or DATABASE_URL, else the embedded PGlite under DIR/pglite (default .data).",
-    options: { "database-url": { type: "string" }, "data-dir": { type: "string" }, json: { type: "boolean" } },
+      "migrate [--database-url URL | --data-dir DIR] [--json]\n" +
+      "migrate --finalize [--seen-within DURATION] [--force] [--database-url URL | --data-dir DIR] [--json]\n" +
+      "  SQL: --database-url, else CONTROL_DATABASE_URL or DATABASE_URL, else the embedded PGlite under DIR/pglite (default .data).\n" +
+      "  migrate applies the pending expand migrations and installs this build's function set beside those of builds still\n" +
+      "  serving; it never removes anything a running build uses (what MIGRATE_ON_START runs). --finalize, once every server\n" +
+      "  runs this build (docs/upgrades.md), drops the function sets of older builds and applies the contract migrations that\n" +
+      "  waited for them; it refuses, naming them, while a server of such a build is connected or was seen within DURATION\n" +
+      "  (default 15m; 90s, 15m, 2h, 1d); --force drops them anyway.",
+    options: {
+      "database-url": { type: "string" },
+      "data-dir": { type: "string" },
+      json: { type: "boolean" },
+      finalize: { type: "boolean" },
+      "seen-within": { type: "string" },
+      force: { type: "boolean" },
+    },
     run: async (ctx) => (await import("../cli/server.js")).migrate(ctx),
   },
   serve: {

@@ -64,6 +64,7 @@ export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
     tables_intact: status.tables_intact ?? null,
     function_sets: status.function_sets,
     session: status.session,
+    connect_public: status.connect_public,
     ...roleWarning(status.session),
   };
   const notReady = (reason: string) => ({ ok: false, reason, ...verdict });

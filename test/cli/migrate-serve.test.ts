@@ -74,6 +74,28 @@ describe("migrate", () => {
   });
 });
 
+describe("migrate --finalize", () => {
+  it("drops nothing but says what is installed on a database that only this build serves, and refuses its options without it", async () => {
+    const db = await createTestDatabase();
+    try {
+      const result = await runCli(["migrate", "--finalize", "--seen-within", "90s", "--database-url", db.ownerUrl], { env: cleanEnv() });
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stdout).toMatch(/^schema version \d+: up to date$/m);
+      expect(result.stdout).toMatch(/^function set aip_fn_[0-9a-f]{12} \(this build\); roles \S+_aip_data, \S+_aip_control$/m);
+      const json = await runCli(["migrate", "--finalize", "--json", "--database-url", db.ownerUrl], { env: cleanEnv() });
+      expect(JSON.parse(json.stdout)).toMatchObject({ droppedSets: [], contracted: [], otherSets: [] });
+      const usage = await runCli(["migrate", "--force", "--database-url", db.ownerUrl], { env: cleanEnv() });
+      expect(usage.code).toBe(2);
+      expect(usage.stderr).toContain("--seen-within and --force go with --finalize");
+      const bad = await runCli(["migrate", "--finalize", "--seen-within", "soon", "--database-url", db.ownerUrl], { env: cleanEnv() });
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--seen-within must be a duration (90s, 15m, 2h, 1d), not "soon"');
+    } finally {
+      await db.close();
+    }
+  });
+});
+
 describe("serve", () => {
   let db: TestDatabase;
   beforeAll(async () => {
