@@ -272,7 +272,7 @@ export class CatalogServer {
     const known = query.cursor === undefined ? this.confirmed.fresh(tenant, this.now(), this.options.maxStalenessMs ?? 0) : undefined;
     if (known !== undefined && query.since >= known) return { status: 304, revision: known, etag: etagOf(known, digest), cache: "hit" };
     const answer = await this.registry.catalogChangesText(tenantId, query);
-    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    // A replica's answer was current only as of its replay lag ago (src/registry/catalog-replica.ts).
     this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const etag = etagOf(answer.catalog_revision, digest);
     if (answer.not_modified || answer.text === null) return { status: 304, revision: answer.catalog_revision, etag, cache: "revalidated" };
@@ -316,7 +316,7 @@ export class CatalogServer {
     // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
     if (cached && this.revisionCheck && (fromRevision === undefined || fromRevision === cached.revision)) {
       const checked = await this.revisionCheck.current(tenant).catch(() => undefined);
-      // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+      // A replica's answer was current only as of its replay lag ago (src/registry/catalog-replica.ts).
       if (checked !== undefined) this.confirmed.confirm(tenant, checked.catalog_revision, this.now() - checked.replay_lag_ms);
       const current = checked?.catalog_revision;
       if (current === cached.revision) {
@@ -330,7 +330,7 @@ export class CatalogServer {
     // reports the tenant's revision, at most the one sent (an issued validator always names it).
     const newest = Math.max(cached?.revision ?? -1, typeof validator === "number" ? validator : -1);
     const answer = await read(validator === "any" ? ANY_REVISION : newest >= 0 ? newest : null);
-    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    // A replica's answer was current only as of its replay lag ago (src/registry/catalog-replica.ts).
     this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const revision = answer.catalog_revision;
     if (answer.not_modified) {

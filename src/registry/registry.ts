@@ -6,7 +6,7 @@
  * process has no control executor, and its control methods fail with `forbidden`.
  */
 import type { z } from "@hono/zod-openapi";
-import { CatalogReplica, primaryStatement, type CatalogStatement, type ReplicaStatus } from "../catalog/replica.js";
+import { CatalogReplica, primaryStatement, type CatalogStatement, type ReplicaStatus } from "./catalog-replica.js";
 import type { SqlExecutor } from "../db/executor.js";
 import { REGIONS_PAGE } from "../limits.js";
 import type { READER_KINDS } from "../record-kinds.js";
@@ -61,7 +61,7 @@ export interface RegistryExecutors {
   control?: SqlExecutor;
   /**
    * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. Its
-   * answers are served only while they are recent enough (src/catalog/replica.ts); otherwise, or
+   * answers are served only while they are recent enough (src/registry/catalog-replica.ts); otherwise, or
    * when it cannot be reached, the read goes to the data executor in the same request.
    */
   catalog?: SqlExecutor;
@@ -184,7 +184,7 @@ export class Registry {
   /**
    * The committed catalog revisions of these tenants ("" for a read without a tenant: always 0), in
    * one statement: from the replica when it is recent enough for every tenant's floor
-   * (src/catalog/replica.ts), else from the primary.
+   * (src/registry/catalog-replica.ts), else from the primary.
    */
   async catalogRevisions(tenantIds: readonly string[]): Promise<{ revisions: Map<string, number>; replay_lag_ms: number }> {
     type Row = { tenant_id: string; revision: string };
@@ -291,7 +291,7 @@ export class Registry {
   // -----------------------------------------------------------------------------------------------
   /**
    * A catalog read for `tenantId`: on the replica when its answer is recent enough
-   * (src/catalog/replica.ts), else on the data executor; one statement either way, two when the
+   * (src/registry/catalog-replica.ts), else on the data executor; one statement either way, two when the
    * replica's answer is not used.
    */
   private async catalogRead(tenantId: string | null, statement: CatalogStatement, params: unknown[]): Promise<CatalogAnswer> {

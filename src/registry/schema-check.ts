@@ -11,6 +11,7 @@
 import { RegistryError } from "./errors.js";
 import type { Registry } from "./registry.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
+import { sqlstateFailure } from "../db/sqlstate.js";
 
 export interface SchemaVerdict {
   ok: boolean;
@@ -39,10 +40,10 @@ export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
   try {
     status = await registry.schemaStatus();
   } catch (error) {
-    const sqlstate = error instanceof RegistryError ? error.extensions.sqlstate : undefined;
-    // undefined_function: aip_schema_status() is installed by the first migration.
-    if (sqlstate === "42883") return { ok: false, reason: SCHEMA_NOT_INSTALLED, ...unknown };
-    if (sqlstate === "42501") {
+    const failure = error instanceof RegistryError ? sqlstateFailure(error.extensions.sqlstate) : undefined;
+    // aip_schema_status() is installed by the first migration.
+    if (failure === "undefined-function") return { ok: false, reason: SCHEMA_NOT_INSTALLED, ...unknown };
+    if (failure === "permission") {
       return {
         ok: false,
         reason: "this database role may not execute the registry's functions: log in with a member of aip_registry_data (docs/deploy.md, login roles)",
