@@ -408,6 +408,12 @@ export type CatalogEntry = z.infer<typeof CatalogEntry>;
 export const CatalogText = z.object({ catalog_revision: Revision, text: z.string().nullable(), not_modified: z.boolean() });
 export type CatalogText = z.infer<typeof CatalogText>;
 
+/**
+ * A catalog page request. Every member is part of the page's cache key and ETag (src/catalog/serve.ts,
+ * pageKey: CATALOG_QUERY_MEMBERS, in this order), and every member but the paging ones of the SQL
+ * cursor's fingerprint (functions/30_catalog.sql): a member added here reaches both without
+ * another edit (test/db/catalog-query-members.test.ts).
+ */
 export const CatalogQuery = z.object({
   q: z
     .string()
@@ -420,12 +426,6 @@ export const CatalogQuery = z.object({
     }),
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
-  cursor: z
-    .string()
-    .refine((s) => utf8Bytes(s) <= TEXT_BYTES.catalog_cursor, `must be at most ${TEXT_BYTES.catalog_cursor} bytes`)
-    .refine(noControl, "must not contain NUL or an unpaired surrogate")
-    .optional()
-    .openapi({ maxLength: TEXT_BYTES.catalog_cursor, description: "`next_cursor` of the previous page." }),
   limit: PageSize(CATALOG_PAGE, "Items per page"),
   max_bytes: QueryInteger()
     .min(1)
@@ -434,7 +434,22 @@ export const CatalogQuery = z.object({
     .openapi({
       description: `Page byte budget (canonical JSON of the definitions); at most ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB, the default (larger asks get the maximum). Smaller than the next definition: 400.`,
     }),
+  cursor: z
+    .string()
+    .refine((s) => utf8Bytes(s) <= TEXT_BYTES.catalog_cursor, `must be at most ${TEXT_BYTES.catalog_cursor} bytes`)
+    .refine(noControl, "must not contain NUL or an unpaired surrogate")
+    .optional()
+    .openapi({ maxLength: TEXT_BYTES.catalog_cursor, description: "`next_cursor` of the previous page." }),
 });
+
+/** CatalogQuery's members, in the order cache keys name them. */
+export const CATALOG_QUERY_MEMBERS = Object.keys(CatalogQuery.shape) as readonly (keyof z.output<typeof CatalogQuery>)[];
+
+/**
+ * The members that page through a walk rather than choose what it lists: a cursor keeps its
+ * carried total across them. The SQL cursor fingerprint leaves out exactly these.
+ */
+export const CATALOG_PAGING_MEMBERS = ["limit", "max_bytes", "cursor"] as const satisfies readonly (typeof CATALOG_QUERY_MEMBERS)[number][];
 
 /** GET /v1/catalog/changes: the tenant's catalog changes after a revision (functions/31_catalog_changes.sql). */
 export const CatalogChangesQuery = z.object({

@@ -34,6 +34,7 @@
  */
 import { negotiateCoding, type Compressor, type ContentCoding } from "../http/compression.js";
 import { ANY_REVISION, type CatalogChangesQuery, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
+import { CATALOG_QUERY_MEMBERS } from "../schemas.js";
 import type { CachedCatalogAnswer, CatalogCache } from "./cache.js";
 
 export interface CatalogServingOptions {
@@ -71,18 +72,15 @@ export type CatalogOutcome =
   | { status: 304; revision: number; etag: string; cache: CacheOutcome }
   | { status: 404; revision: number; cache: CacheOutcome };
 
-/** The exact cache key of a page request: the tenant and every query member, unambiguously. */
+/**
+ * The exact cache key of a page request: the tenant and every member of CatalogQuery, in the
+ * schema's order (CATALOG_QUERY_MEMBERS, src/schemas.ts), unambiguously. Built from the schema, so
+ * that a member added to it can never leave two requests sharing an answer or an ETag.
+ */
 export function pageKey(tenantId: string | null, query: CatalogQuery): string {
-  return JSON.stringify([
-    "page",
-    tenantId,
-    query.q ?? null,
-    query.capability_id ?? null,
-    query.profile ?? null,
-    query.limit ?? null,
-    query.max_bytes ?? null,
-    query.cursor ?? null,
-  ]);
+  const key: unknown[] = ["page", tenantId];
+  for (const member of CATALOG_QUERY_MEMBERS) key.push(query[member] ?? null);
+  return JSON.stringify(key);
 }
 
 export function definitionKey(tenantId: string | null, capabilityId: string): string {
