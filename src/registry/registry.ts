@@ -12,6 +12,7 @@ import { REGIONS_PAGE } from "../limits.js";
 import type { READER_KINDS } from "../record-kinds.js";
 import type * as S from "../schemas.js";
 import type {
+  AdminRecord,
   BindingsPage,
   CatalogPage,
   CatalogText,
@@ -22,6 +23,7 @@ import type {
   LeaseExpiryResult,
   LifecycleOperation,
   PublicationResult,
+  ReaderRecord,
   RecordKind,
   ResolveResult,
   RouteExportWatermarks,
@@ -93,7 +95,7 @@ export class Registry {
     return this.control("aip_publish($1::jsonb, $2::boolean)", [json(changes), options.dryRun ?? false]);
   }
 
-  adminGet(kind: RecordKind, id: string): Promise<Record<string, unknown> | null> {
+  adminGet<K extends RecordKind>(kind: K, id: string): Promise<AdminRecord<K> | null> {
     return this.control("aip_admin_get($1::text, $2::text)", [kind, id]);
   }
 
@@ -262,7 +264,7 @@ export class Registry {
    * The registry reader: one version, instance or replica's identity and state, or null when it
    * does not exist or is not visible under the caller's verified tenant and peer principal.
    */
-  registryRead(kind: ReaderKind, id: string, scope: { tenantId: string | null; peerPrincipalId: string | null }): Promise<Record<string, unknown> | null> {
+  registryRead<K extends ReaderKind>(kind: K, id: string, scope: { tenantId: string | null; peerPrincipalId: string | null }): Promise<ReaderRecord<K> | null> {
     return this.data("aip_registry_read($1::text, $2::text, $3::text, $4::text)", [kind, id, scope.tenantId, scope.peerPrincipalId]);
   }
 
