@@ -293,9 +293,10 @@ $$;
 -- The cursor is "<revision>:<total>:<query fingerprint>:<last capability id>". The revision ties
 -- it to one content (changed since: stale-cursor, aip_catalog_current). Because the visible set
 -- is a function of the content, the total counted for the first page holds for every later page
--- of the same query: carrying it saves counting again. The fingerprint (mode, tenant, filters) decides whether
--- the carried total applies; when it does not (filters changed, another tenant's cursor) the
--- total is counted again. A forged total only misleads its forger.
+-- of the same query: carrying it saves counting again. The fingerprint (mode, tenant, and the whole
+-- query but its paging members) decides whether the carried total applies; when it does not
+-- (filters changed, another tenant's cursor, a cursor of another release's fingerprint) the total
+-- is counted again. A forged total only misleads its forger.
 --
 -- p_if_revision (a validator the caller already holds for this very request) short-circuits
 -- (aip_catalog_not_modified): the answer is just {catalog_revision, not_modified: true}, after the
@@ -356,7 +357,12 @@ BEGIN
                                      aip_catalog_page_default()), 1), aip_catalog_page_max());
   v_max_bytes := least(coalesce(aip_read_int(v_query, 'max_bytes', 1, aip_json_integer_max(), false), aip_catalog_page_bytes_max()),
                        aip_catalog_page_bytes_max());
-  v_fingerprint := lpad(to_hex(hashtextextended(jsonb_build_array(p_mode, p_tenant_id, v_exact, v_text, v_profile)::text, 0)), 16, '0');
+  -- Every member of the query but the paging ones (src/schemas.ts, CATALOG_PAGING_MEMBERS), q as
+  -- matched: a filter added to CatalogQuery is covered without a word here, and a cursor never
+  -- carries its total into another filter's walk (test/db/catalog-query-members.test.ts).
+  v_fingerprint := lpad(to_hex(hashtextextended(jsonb_build_array(p_mode, p_tenant_id,
+    (CASE WHEN jsonb_typeof(v_query) = 'object' THEN v_query ELSE '{}' END - '{cursor,limit,max_bytes}'::text[])
+      || jsonb_build_object('q', v_text))::text, 0)), 16, '0');
 
   IF v_cursor IS NOT NULL THEN
     v_parts := regexp_match(v_cursor, '^[0-9]{1,18}:([0-9]{1,15}):([0-9a-f]{16}):(.+)$');

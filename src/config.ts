@@ -112,7 +112,7 @@ export const ConfigSchema = z.object({
    */
   CATALOG_DATABASE_URL: optionalString,
   /**
-   * The most replay lag the catalog replica may have for its answer to be served (src/catalog/replica.ts);
+   * The most replay lag the catalog replica may have for its answer to be served (src/registry/catalog-replica.ts);
    * a read on a replica further behind, behind a revision this process already served, or unreachable
    * goes to DATABASE_URL in the same request.
    */

@@ -163,13 +163,13 @@ export const CATALOG_MAX_STALENESS_MS: RangeBound = { default: 0, min: 0, max: 3
 /**
  * The most replay lag a catalog read replica (CATALOG_DATABASE_URL) may have for its answer to be
  * used (CATALOG_REPLICA_MAX_LAG_MS); a read on a replica further behind goes to the primary
- * (src/catalog/replica.ts). 0: only a replica that has replayed everything it received.
+ * (src/registry/catalog-replica.ts). 0: only a replica that has replayed everything it received.
  */
 export const CATALOG_REPLICA_MAX_LAG_MS: RangeBound = { default: 1_000, min: 0, max: 600_000 };
 
 /**
  * A catalog replica that cannot be reached is tried again after a backoff that doubles per failed
- * attempt from `base_ms` up to `max_ms` (jittered), while the primary answers (src/catalog/replica.ts).
+ * attempt from `base_ms` up to `max_ms` (jittered), while the primary answers (src/registry/catalog-replica.ts).
  */
 export const CATALOG_REPLICA_RETRY = { base_ms: 250, max_ms: 30_000 } as const;
 

@@ -22,7 +22,7 @@ import {
   SQL_INTEGER_MAX,
   TEXT_BYTES,
 } from "./limits.js";
-import { KIND_NAMES, PATH_NAMES } from "./record-kinds.js";
+import { KIND_NAMES, PATH_NAMES, type READER_KINDS } from "./record-kinds.js";
 import {
   AIP_VERSION,
   CHECK_STATUSES,
@@ -171,7 +171,7 @@ export const Problem = z
 
 // Topology and routes ---------------------------------------------------------------------------
 export const Topology = z
-  .object({ region: Label, zone: Label, capacity_class: Label })
+  .strictObject({ region: Label, zone: Label, capacity_class: Label })
   .openapi("Topology", { example: { region: "eu-west", zone: "eu-west-1a", capacity_class: "standard" } });
 
 export const TopologyPreference = z
@@ -408,6 +408,12 @@ export type CatalogEntry = z.infer<typeof CatalogEntry>;
 export const CatalogText = z.object({ catalog_revision: Revision, text: z.string().nullable(), not_modified: z.boolean() });
 export type CatalogText = z.infer<typeof CatalogText>;
 
+/**
+ * A catalog page request. Every member is part of the page's cache key and ETag (src/catalog/serve.ts,
+ * pageKey: CATALOG_QUERY_MEMBERS, in this order), and every member but the paging ones of the SQL
+ * cursor's fingerprint (functions/30_catalog.sql): a member added here reaches both without
+ * another edit (test/db/catalog-query-members.test.ts).
+ */
 export const CatalogQuery = z.object({
   q: z
     .string()
@@ -420,12 +426,6 @@ export const CatalogQuery = z.object({
     }),
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
-  cursor: z
-    .string()
-    .refine((s) => utf8Bytes(s) <= TEXT_BYTES.catalog_cursor, `must be at most ${TEXT_BYTES.catalog_cursor} bytes`)
-    .refine(noControl, "must not contain NUL or an unpaired surrogate")
-    .optional()
-    .openapi({ maxLength: TEXT_BYTES.catalog_cursor, description: "`next_cursor` of the previous page." }),
   limit: PageSize(CATALOG_PAGE, "Items per page"),
   max_bytes: QueryInteger()
     .min(1)
@@ -434,7 +434,22 @@ export const CatalogQuery = z.object({
     .openapi({
       description: `Page byte budget (canonical JSON of the definitions); at most ${CATALOG_PAGE_BYTES.max / 1024 / 1024} MiB, the default (larger asks get the maximum). Smaller than the next definition: 400.`,
     }),
+  cursor: z
+    .string()
+    .refine((s) => utf8Bytes(s) <= TEXT_BYTES.catalog_cursor, `must be at most ${TEXT_BYTES.catalog_cursor} bytes`)
+    .refine(noControl, "must not contain NUL or an unpaired surrogate")
+    .optional()
+    .openapi({ maxLength: TEXT_BYTES.catalog_cursor, description: "`next_cursor` of the previous page." }),
 });
+
+/** CatalogQuery's members, in the order cache keys name them. */
+export const CATALOG_QUERY_MEMBERS = Object.keys(CatalogQuery.shape) as readonly (keyof z.output<typeof CatalogQuery>)[];
+
+/**
+ * The members that page through a walk rather than choose what it lists: a cursor keeps its
+ * carried total across them. The SQL cursor fingerprint leaves out exactly these.
+ */
+export const CATALOG_PAGING_MEMBERS = ["limit", "max_bytes", "cursor"] as const satisfies readonly (typeof CATALOG_QUERY_MEMBERS)[number][];
 
 /** GET /v1/catalog/changes: the tenant's catalog changes after a revision (functions/31_catalog_changes.sql). */
 export const CatalogChangesQuery = z.object({
@@ -751,11 +766,18 @@ export const PublicationResult = z
 export type PublicationResult = z.infer<typeof PublicationResult>;
 
 // Registry reader -------------------------------------------------------------------------------
-// Identity and state only: no credential or configuration reference, no manifest.
-const CapabilityDigests = z.object({ id: z.string(), contract_digest: Digest, schema_digest: Digest });
+// Identity and state only: no credential or configuration reference, no manifest. What
+// aip_registry_read answers (functions/75_reader.sql), member for member: strict, and
+// test/db/record-shapes.test.ts parses every kind as the SQL builds it and checks that no member
+// here is one the SQL never returns.
+const CapabilityDigests = z.strictObject({ id: z.string(), contract_digest: Digest, schema_digest: Digest });
+/** A JSON document stored as published (an attestation, a manifest): open, like the publication that wrote it. */
+const StoredDocument = z.record(z.string(), z.unknown());
+/** Per capability ID, what its implementation claims (ImplementationSupport as stored: absent claims are false). */
+const StoredImplementationSupport = z.record(z.string(), z.record(z.string(), z.boolean()));
 
 export const VersionIdentity = z
-  .object({
+  .strictObject({
     id: z.string(),
     connector_type_id: z.string(),
     version: z.string(),
@@ -763,8 +785,8 @@ export const VersionIdentity = z
     supply_chain_qualified: z.boolean(),
     artifact_digest: Digest,
     manifest_digest: Digest,
-    attestation: z.record(z.string(), z.unknown()),
-    implementation_support: z.record(z.string(), z.record(z.string(), z.boolean())),
+    attestation: StoredDocument,
+    implementation_support: StoredImplementationSupport,
     capabilities: z.array(CapabilityDigests).openapi({ description: "In capability ID order; the definitions are the catalog's." }),
     profiles: z.array(z.string()),
     admitted_at: Timestamp,
@@ -774,7 +796,7 @@ export const VersionIdentity = z
 export type VersionIdentity = z.infer<typeof VersionIdentity>;
 
 export const InstanceIdentity = z
-  .object({
+  .strictObject({
     id: z.string(),
     connector_type_id: z.string(),
     version_id: z.string().openapi({ description: "The instance's current rollout version." }),
@@ -787,7 +809,7 @@ export const InstanceIdentity = z
 export type InstanceIdentity = z.infer<typeof InstanceIdentity>;
 
 export const ReplicaIdentity = z
-  .object({
+  .strictObject({
     id: z.string(),
     instance_id: z.string(),
     version_id: z.string(),
@@ -807,6 +829,14 @@ export const ReplicaIdentity = z
   })
   .openapi("ReplicaIdentity");
 export type ReplicaIdentity = z.infer<typeof ReplicaIdentity>;
+
+/** The registry reader's record of each kind it serves (src/record-kinds.ts, READER_KINDS). */
+export const READER_RECORDS = {
+  version: VersionIdentity,
+  instance: InstanceIdentity,
+  replica: ReplicaIdentity,
+} as const satisfies Record<(typeof READER_KINDS)[number], z.ZodType>;
+export type ReaderRecord<K extends keyof typeof READER_RECORDS = keyof typeof READER_RECORDS> = z.infer<(typeof READER_RECORDS)[K]>;
 
 // Fleet -----------------------------------------------------------------------------------------
 export const FleetStatus = z
@@ -903,11 +933,128 @@ export type RecordKind = z.infer<typeof RecordKind>;
 export const AdminRecordKind = z.enum(PATH_NAMES);
 export type AdminRecordKind = z.infer<typeof AdminRecordKind>;
 
-export const BindingsPage = z.object({
-  tenant_id: z.string(),
-  bindings: z.array(z.record(z.string(), z.unknown())),
-  next_cursor: z.string().nullable(),
-});
+// The stored records as aip_admin_get and aip_admin_bindings answer them (functions/10_records.sql),
+// configuration references included, member for member: strict, and checked against the SQL's
+// output like the reader's (test/db/record-shapes.test.ts).
+const ConnectorTypeRecord = z
+  .strictObject({ id: z.string(), name: z.string(), owner: z.string(), enabled: z.boolean(), created_at: Timestamp, updated_at: Timestamp })
+  .openapi("ConnectorTypeRecord");
+
+const VersionRecord = z
+  .strictObject({
+    id: z.string(),
+    connector_type_id: z.string(),
+    version: z.string(),
+    status: z.enum(STORED_VERSION_STATUSES),
+    manifest_digest: Digest,
+    manifest: StoredDocument.openapi({ description: "The admitted manifest, as stored." }),
+    attestation: StoredDocument,
+    implementation_support: StoredImplementationSupport,
+    supply_chain_qualified: z.boolean(),
+    qualification_reason: z.string().nullable().openapi({ description: "Why the qualification was last revoked or restored (set_version_qualification)." }),
+    capabilities: z.array(CapabilityDigests).openapi({ description: "In capability ID order." }),
+    profiles: z.array(z.string()),
+    admitted_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("VersionRecord");
+
+const InstanceRecord = z
+  .strictObject({
+    id: z.string(),
+    connector_type_id: z.string(),
+    version_id: z.string(),
+    tenant_id: z.string(),
+    config_revision: z.number().int(),
+    secret_provider_ref: z.string(),
+    status: z.enum(INSTANCE_STATUSES),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("InstanceRecord");
+
+const ReplicaRecord = z
+  .strictObject({
+    id: z.string(),
+    instance_id: z.string(),
+    version_id: z.string(),
+    endpoint: z.string(),
+    peer_principal_id: z.string(),
+    peer_principal_kind: z.string(),
+    peer_did: z.string(),
+    trust_domain: z.string(),
+    transport_profile: z.string(),
+    topology: Topology,
+    capacity: z.number().int(),
+    status: z.enum(REPLICA_STATUSES),
+    lease_expires_at: Timestamp.nullable().openapi({ description: "Null for a replica that never held a lease." }),
+    active_assignments: z.number().int(),
+    health_revision: z.number().int(),
+    circuit: z
+      .strictObject({ consecutive_failures: z.number().int(), open_until: Timestamp.nullable() })
+      .openapi({ description: "The replica's circuit: `open_until` null or past when it is closed." }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("ReplicaRecord");
+
+const InFlightLimit = z.number().int().nullable().openapi({ description: "Null: no limit (no counter kept)." });
+
+const AdmissionPolicyRecord = z
+  .strictObject({
+    policy_ref: z.string(),
+    revision: z.number().int(),
+    enabled: z.boolean(),
+    max_global_in_flight: InFlightLimit,
+    max_tenant_in_flight: InFlightLimit,
+    max_connector_type_in_flight: InFlightLimit,
+    max_instance_in_flight: InFlightLimit,
+    max_binding_in_flight: InFlightLimit,
+    max_tenant_retry_in_flight: InFlightLimit,
+    circuit_failure_threshold: z.number().int(),
+    circuit_open_ms: z.number().int(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("AdmissionPolicyRecord");
+
+const BindingRecord = z
+  .strictObject({
+    tenant_id: z.string(),
+    capability_id: z.string(),
+    instance_id: z.string(),
+    priority: z.number().int(),
+    policy_revision: z.number().int(),
+    credential_revision_ref: z.string().nullable(),
+    quota_policy_ref: z.string().nullable(),
+    enabled: z.boolean(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .openapi("BindingRecord");
+
+/** The stored record of each kind aip_admin_get reads (src/record-kinds.ts, RECORD_KINDS). */
+export const ADMIN_RECORDS = {
+  connector_type: ConnectorTypeRecord,
+  version: VersionRecord,
+  instance: InstanceRecord,
+  replica: ReplicaRecord,
+  admission_policy: AdmissionPolicyRecord,
+} as const satisfies Record<RecordKind, z.ZodType>;
+export type AdminRecord<K extends RecordKind = RecordKind> = z.infer<(typeof ADMIN_RECORDS)[K]>;
+
+/** GET /v1/admin/{kind}/{id}: the record of the path's kind. */
+export const AdminRecord = z
+  .union([ConnectorTypeRecord, VersionRecord, InstanceRecord, ReplicaRecord, AdmissionPolicyRecord])
+  .openapi("AdminRecord", { description: "The stored record of the path's kind." });
+
+export const BindingsPage = z
+  .strictObject({
+    tenant_id: z.string(),
+    bindings: z.array(BindingRecord),
+    next_cursor: z.string().nullable(),
+  })
+  .openapi("BindingsPage");
 export type BindingsPage = z.infer<typeof BindingsPage>;
 
 // Operations ------------------------------------------------------------------------------------

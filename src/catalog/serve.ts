@@ -34,6 +34,7 @@
  */
 import { negotiateCoding, type Compressor, type ContentCoding } from "../http/compression.js";
 import { ANY_REVISION, type CatalogChangesQuery, type CatalogQuery, type CatalogText, type Registry } from "../registry/registry.js";
+import { CATALOG_QUERY_MEMBERS } from "../schemas.js";
 import type { CachedCatalogAnswer, CatalogCache } from "./cache.js";
 
 export interface CatalogServingOptions {
@@ -71,18 +72,15 @@ export type CatalogOutcome =
   | { status: 304; revision: number; etag: string; cache: CacheOutcome }
   | { status: 404; revision: number; cache: CacheOutcome };
 
-/** The exact cache key of a page request: the tenant and every query member, unambiguously. */
+/**
+ * The exact cache key of a page request: the tenant and every member of CatalogQuery, in the
+ * schema's order (CATALOG_QUERY_MEMBERS, src/schemas.ts), unambiguously. Built from the schema, so
+ * that a member added to it can never leave two requests sharing an answer or an ETag.
+ */
 export function pageKey(tenantId: string | null, query: CatalogQuery): string {
-  return JSON.stringify([
-    "page",
-    tenantId,
-    query.q ?? null,
-    query.capability_id ?? null,
-    query.profile ?? null,
-    query.limit ?? null,
-    query.max_bytes ?? null,
-    query.cursor ?? null,
-  ]);
+  const key: unknown[] = ["page", tenantId];
+  for (const member of CATALOG_QUERY_MEMBERS) key.push(query[member] ?? null);
+  return JSON.stringify(key);
 }
 
 export function definitionKey(tenantId: string | null, capabilityId: string): string {
@@ -272,7 +270,7 @@ export class CatalogServer {
     const known = query.cursor === undefined ? this.confirmed.fresh(tenant, this.now(), this.options.maxStalenessMs ?? 0) : undefined;
     if (known !== undefined && query.since >= known) return { status: 304, revision: known, etag: etagOf(known, digest), cache: "hit" };
     const answer = await this.registry.catalogChangesText(tenantId, query);
-    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    // A replica's answer was current only as of its replay lag ago (src/registry/catalog-replica.ts).
     this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const etag = etagOf(answer.catalog_revision, digest);
     if (answer.not_modified || answer.text === null) return { status: 304, revision: answer.catalog_revision, etag, cache: "revalidated" };
@@ -316,7 +314,7 @@ export class CatalogServer {
     // A warm hit confirmed by the shared check; a failed or newer one leaves it to the read below.
     if (cached && this.revisionCheck && (fromRevision === undefined || fromRevision === cached.revision)) {
       const checked = await this.revisionCheck.current(tenant).catch(() => undefined);
-      // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+      // A replica's answer was current only as of its replay lag ago (src/registry/catalog-replica.ts).
       if (checked !== undefined) this.confirmed.confirm(tenant, checked.catalog_revision, this.now() - checked.replay_lag_ms);
       const current = checked?.catalog_revision;
       if (current === cached.revision) {
@@ -330,7 +328,7 @@ export class CatalogServer {
     // reports the tenant's revision, at most the one sent (an issued validator always names it).
     const newest = Math.max(cached?.revision ?? -1, typeof validator === "number" ? validator : -1);
     const answer = await read(validator === "any" ? ANY_REVISION : newest >= 0 ? newest : null);
-    // A replica's answer was current only as of its replay lag ago (src/catalog/replica.ts).
+    // A replica's answer was current only as of its replay lag ago (src/registry/catalog-replica.ts).
     this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
     const revision = answer.catalog_revision;
     if (answer.not_modified) {

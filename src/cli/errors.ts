@@ -1,7 +1,8 @@
 /**
- * The CLI's own errors, in a module with no dependencies: the entry point classifies failures
- * without loading what the commands need.
+ * The CLI's own errors, in a module with no dependencies but the SQLSTATE classifier (itself
+ * without any): the entry point classifies failures without loading what the commands need.
  */
+import { databaseFailure } from "../db/sqlstate.js";
 
 /** Bad arguments or a missing token or secret: exit 2. */
 export class UsageError extends Error {
@@ -36,12 +37,18 @@ export class RegistryUnreachable extends Error {
   }
 }
 
-/** A socket-level failure to connect (as opposed to a refusal by a reachable server), a timeout included. */
+/**
+ * A socket-level failure to connect (as opposed to a refusal by a reachable server), a timeout
+ * included; or a server that broke the connection or accepts none yet (starting, recovering).
+ */
 export function isConnectionFailure(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;
+  const failure = databaseFailure(error);
   return (
     isTimeout(error) ||
-    (typeof code === "string" && /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|57P03|08\w{3})$/.test(code))
+    (typeof code === "string" && /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH)$/.test(code)) ||
+    failure === "connection" ||
+    failure === "cannot-connect-now"
   );
 }
 

@@ -6,6 +6,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { MigrationError, migrate as runMigrations, type MigrateOptions, type MigrationReport } from "../db/migrate.js";
 import { redactUrl, withPgSession } from "../db/pg.js";
+import { databaseFailure } from "../db/sqlstate.js";
 import { CLI_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { openPglite, pgliteSession } from "../db/pglite.js";
 import { startServer } from "../entry/node.js";
@@ -25,7 +26,7 @@ export async function migrate(ctx: CommandContext): Promise<number> {
     try {
       report = await withPgSession(url, (session) => runMigrations(session, options), { connectionTimeoutMs: CLI_CONNECT_TIMEOUT_MS });
     } catch (error) {
-      if ((error as { code?: unknown }).code === "42501") {
+      if (databaseFailure(error) === "permission") {
         const role = new URL(url).username || "this role";
         throw new MigrationError(
           `${role} may not install the schema (${(error as Error).message}): migrations run as the database owner; pass the owner's URL with --database-url (docs/deploy.md)`,

@@ -27,6 +27,7 @@
  */
 import { createHash } from "node:crypto";
 import { RELEASE } from "./schema-version.js";
+import { databaseFailure } from "./sqlstate.js";
 import { loadFunctionSet, loadMigrations, schemaVersionOf, type FunctionSet, type Migration } from "./sql-files.js";
 
 /** A single database session that can run multi-statement SQL (migrations need one session). */
@@ -243,7 +244,8 @@ async function inMigrationTransaction<T>(session: MigrationSession, work: () => 
     return result;
   } catch (error) {
     await session.exec("ROLLBACK").catch(() => {});
-    if (locked && (error as { code?: unknown }).code === "55P03") throw new LockWaitExpired("lock wait expired", { cause: error });
+    // A lock wait that ran out (or a deadlock) is running work's, not the migration's fault: retried.
+    if (locked && databaseFailure(error) === "contention") throw new LockWaitExpired("lock wait expired", { cause: error });
     throw error;
   }
 }

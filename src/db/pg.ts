@@ -7,6 +7,10 @@ import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS, CLI_CONNECT_TIMEOUT_MS, MIGRATION
 import type { SqlExecutor } from "./executor.js";
 import { applicationNameOf, type MigrationSession } from "./migrate.js";
 import { FUNCTION_SET } from "./schema-version.js";
+import { databaseFailure, type DatabaseFailure } from "./sqlstate.js";
+
+/** Failures after which the session cannot be trusted: the connection broke or the server ended it. */
+const SESSION_GONE: ReadonlySet<DatabaseFailure> = new Set(["connection", "cannot-connect-now", "session-ended"]);
 
 export interface PgPoolOptions {
   max?: number;
@@ -69,8 +73,8 @@ export function pgExecutor(pool: pg.Pool): SqlExecutor {
       try {
         return (await client.query<R>(text, params as unknown[])).rows;
       } catch (error) {
-        // ...except connection failures and administrator shutdowns (SQLSTATE classes 08, 57P).
-        if (!(error instanceof pg.DatabaseError) || /^(08|57P)/.test(error.code ?? "")) broken ??= error as Error;
+        // ...except connection failures and shutdowns (SQLSTATE classes 08 and 57P).
+        if (!(error instanceof pg.DatabaseError) || SESSION_GONE.has(databaseFailure(error))) broken ??= error as Error;
         throw error;
       } finally {
         client.removeListener("error", onError);

@@ -2,6 +2,6 @@
 export const RELEASE = "0.2.0";
 /** The newest expand migration this build knows: it needs the database at least there (contract migrations are cleanup, never needed). */
 export const SCHEMA_VERSION = 10;
-export const FUNCTIONS_CHECKSUM = "e0170b3091391c988147297b4944e9c4f278d91a92505a3fc6e80b2597220c5b";
+export const FUNCTIONS_CHECKSUM = "03ee6eed34b84b3eda1ff3d103b2c3a489d252825f91b1ede3007f5e8e26dfc0";
 /** The schema this build's functions are installed in and called from (docs/upgrades.md). */
-export const FUNCTION_SET = "aip_fn_e0170b309139";
+export const FUNCTION_SET = "aip_fn_03ee6eed34b8";

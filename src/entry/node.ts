@@ -24,13 +24,14 @@ import type { PGlite } from "@electric-sql/pglite";
 import type pg from "pg";
 import { appOptions, createApp, type PoolUsage } from "../app.js";
 import { MemoryCatalogCache } from "../catalog/cache.js";
-import { CatalogReplica } from "../catalog/replica.js";
+import { CatalogReplica } from "../registry/catalog-replica.js";
 import { CATALOG_REPLICA_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { loadConfig, type Config } from "../config.js";
 import { migrate } from "../db/migrate.js";
 import { FUNCTION_SET } from "../db/schema-version.js";
 import { createPgPool, pgExecutor, redactUrl, withPgSession } from "../db/pg.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "../db/pglite.js";
+import { databaseFailure } from "../db/sqlstate.js";
 import { verifySchema } from "../registry/schema-check.js";
 import { authenticatorFrom } from "../http/auth.js";
 import { bindRefusal } from "../http/bind-check.js";
@@ -214,7 +215,7 @@ async function migrateOnStart(controlUrl: string, before: string | undefined, lo
     const report = await withPgSession(controlUrl, (session) => migrate(session, { log }));
     log(`schema version ${report.schemaVersion}${report.applied.length ? ` (applied ${report.applied.join(", ")})` : ""}`);
   } catch (error) {
-    if ((error as { code?: unknown }).code !== "42501") throw error;
+    if (databaseFailure(error) !== "permission") throw error;
     const role = new URL(controlUrl).username || "this role";
     throw new StartupError(
       `${before ?? "the schema is not current"}; ${role} may not install it (${(error as Error).message}). ` +

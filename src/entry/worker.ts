@@ -17,7 +17,7 @@
  * Development and tests run dev/worker.ts, this Worker pointed at the local Neon proxy.
  * - CATALOG_DATABASE_URL (secret, optional): a Neon read replica (data role) for catalog reads;
  *   CATALOG_REPLICA_MAX_LAG_MS (1000 by default): the most replay lag its answers may have
- *   (src/catalog/replica.ts; further behind, the read goes to DATABASE_URL).
+ *   (src/registry/catalog-replica.ts; further behind, the read goes to DATABASE_URL).
  * - CATALOG_CACHE (on by default; `true`/`false` or `1`/`0`, as every flag): catalog answers kept in the location's Cache API;
  *   CATALOG_MAX_STALENESS_MS (0 by default): how long one may be served without asking the database.
  * - LEASE_CLOCK (Durable Object namespace): the lease clock (src/maintenance/lease-clock.ts), exported below.
@@ -47,7 +47,7 @@ import { RetentionSchedule, retentionSettings, type RetentionSettings } from "..
 import { jsonLines } from "../observability/access-log.js";
 import { RegistryError } from "../registry/errors.js";
 import { Registry } from "../registry/registry.js";
-import { CatalogReplica } from "../catalog/replica.js";
+import { CatalogReplica } from "../registry/catalog-replica.js";
 
 /** The Worker's bindings: its settings (src/config.ts WorkerConfigSchema) and the lease clock. */
 export type WorkerEnv = { [Name in WorkerSetting]?: string } & { LEASE_CLOCK?: ClockNamespace };
@@ -70,7 +70,7 @@ class WorkerRuntime implements ClockHost {
   private readonly changeHistory: ChangeHistorySchedule;
   /**
    * The catalog replica's state for every registry this isolate builds: the revision floors that
-   * keep its answers from going backwards, its lag bound and its backoff (src/catalog/replica.ts).
+   * keep its answers from going backwards, its lag bound and its backoff (src/registry/catalog-replica.ts).
    */
   private catalogReplica: CatalogReplica | undefined;
   /** The newest catalog revision this isolate has seen confirmed, for every app it builds. */

@@ -4,13 +4,17 @@
  * The SQL functions raise every refusal the same way (aip_fail, functions/00_errors.sql): SQLSTATE
  * PROBLEM_SQLSTATE, a human message, and a DETAIL that is the problem's JSON members: its `code`
  * and its extension members. The code travels with the error, so no table maps SQLSTATEs to
- * codes. Anything else the database or the driver reports is classified here: data errors are the
- * caller's input (invalid), privilege errors are forbidden, and everything else is `storage`
- * (503): the state transition stopped and nothing may be inferred to have committed.
+ * codes. Anything else the database or the driver reports is classified here, by the kind of
+ * failure its SQLSTATE names (src/db/sqlstate.ts, the one module that names SQLSTATEs): data
+ * errors are the caller's input (invalid), privilege errors are forbidden, contention is busy, and
+ * everything else is `storage` (503): the state transition stopped and nothing may be inferred to
+ * have committed.
  *
  * The constants the SQL functions share with this file are generated into
  * functions/01_constants.sql (scripts/generate-sql-constants.ts).
  */
+import { sqlstateFailure } from "../db/sqlstate.js";
+
 export const PROBLEM_STATUS = {
   invalid: 400,
   unauthorized: 401,
@@ -90,18 +94,8 @@ export const DATABASE_PROBLEMS = [
   "busy",
 ] as const satisfies readonly ProblemCode[];
 
-/**
- * The SQLSTATE of a registry problem (aip_problem_sqlstate()), in class AR, "AIP registry". The
- * class holds three more codes that never leave the function that raises them (ARDRY, ARSKP and
- * ARPUB, functions/00_errors.sql) and REPLICA_BEHIND_SQLSTATE.
- */
-export const PROBLEM_SQLSTATE = "AR000";
-
-/**
- * A catalog replica (a hot standby) has not replayed the revision a request comes from
- * (aip_replica_behind_sqlstate()). Not a problem: the serving layer asks the primary instead.
- */
-export const REPLICA_BEHIND_SQLSTATE = "ARLAG";
+/** The SQLSTATEs of the registry's own errors (src/db/sqlstate.ts, generated into functions/01_constants.sql). */
+export { PROBLEM_SQLSTATE, REPLICA_BEHIND_SQLSTATE } from "../db/sqlstate.js";
 
 /**
  * `retry_after_ms` of the refusals that name one (aip_retry_after_soon_ms(), _later_ms()): `soon`
@@ -145,46 +139,46 @@ function parseDetail(detail: unknown): Record<string, unknown> {
   }
 }
 
-/** Classify any error thrown by a driver while calling a registry function. */
+/**
+ * Classify any error thrown by a driver while calling a registry function, by the kind of failure
+ * its SQLSTATE names (src/db/sqlstate.ts).
+ */
 export function fromDatabaseError(error: unknown): RegistryError {
   if (error instanceof RegistryError) return error;
   const e = (error ?? {}) as DatabaseErrorLike;
   const sqlstate = typeof e.code === "string" ? e.code : "";
   const message = typeof e.message === "string" ? e.message : "database error";
-  if (sqlstate === PROBLEM_SQLSTATE) {
+  const failure = sqlstateFailure(e.code);
+  if (failure === "problem") {
     const { code, ...extensions } = parseDetail(e.detail);
     // `busy` is contention the function named itself: like a lock timeout, retrying may succeed.
     if (typeof code === "string" && DATABASE_PROBLEM_SET.has(code)) return new RegistryError(code as ProblemCode, message, extensions, code === "busy");
   }
-  if (/^(55P03|40001|40P01)$/.test(sqlstate)) {
-    // Lock timeout, serialization failure, deadlock: concurrent work held what this statement
-    // needed. The entry points that wait on locks say so themselves (busy, or resolve's
-    // replica-unavailable and capacity-exceeded, naming what was busy); this covers every other
-    // path, so contention is never reported as a broken database. Nothing committed.
-    return new RegistryError(
-      "busy",
-      "the registry is busy: a row or lock this operation needs is held by concurrent work; nothing was committed, retry",
-      { sqlstate, retry_after_ms: RETRY_AFTER_MS.later },
-      true,
-    );
-  }
-  if (sqlstate === "57014") {
-    // Statement timeout (or a cancelled statement): the work itself took too long. Nothing committed.
-    return new RegistryError("storage", "the registry could not complete the operation in time; retry", { sqlstate }, true);
-  }
-  if (sqlstate === "42501") {
-    return new RegistryError("forbidden", "this process's database role may not perform this operation", { sqlstate });
-  }
-  if (sqlstate === "54001") {
-    // Stack depth exceeded: only deeply nested input (a JSON document parsed or walked by the
-    // database) gets a registry statement there.
-    return new RegistryError("invalid", "the input is nested too deeply for the registry to process", { sqlstate });
-  }
-  if (sqlstate.startsWith("22")) {
-    return new RegistryError("invalid", `the database refused a value: ${message}`, { sqlstate });
-  }
-  if (sqlstate.startsWith("23")) {
-    return new RegistryError("conflict", "the change conflicts with a stored record", { sqlstate });
+  switch (failure) {
+    case "contention":
+      // Lock timeout, serialization failure, deadlock: concurrent work held what this statement
+      // needed. The entry points that wait on locks say so themselves (busy, or resolve's
+      // replica-unavailable and capacity-exceeded, naming what was busy); this covers every other
+      // path, so contention is never reported as a broken database. Nothing committed.
+      return new RegistryError(
+        "busy",
+        "the registry is busy: a row or lock this operation needs is held by concurrent work; nothing was committed, retry",
+        { sqlstate, retry_after_ms: RETRY_AFTER_MS.later },
+        true,
+      );
+    case "cancelled":
+      // Statement timeout (or a cancelled statement): the work itself took too long. Nothing committed.
+      return new RegistryError("storage", "the registry could not complete the operation in time; retry", { sqlstate }, true);
+    case "permission":
+      return new RegistryError("forbidden", "this process's database role may not perform this operation", { sqlstate });
+    case "too-deep":
+      // Stack depth exceeded: only deeply nested input (a JSON document parsed or walked by the
+      // database) gets a registry statement there.
+      return new RegistryError("invalid", "the input is nested too deeply for the registry to process", { sqlstate });
+    case "data":
+      return new RegistryError("invalid", `the database refused a value: ${message}`, { sqlstate });
+    case "integrity":
+      return new RegistryError("conflict", "the change conflicts with a stored record", { sqlstate });
   }
   // Connection failures, shutdown, resource exhaustion, schema drift, a problem with a code the
   // database may not raise: do not leak internals to clients. The cause stays on the error for

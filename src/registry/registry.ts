@@ -6,13 +6,14 @@
  * process has no control executor, and its control methods fail with `forbidden`.
  */
 import type { z } from "@hono/zod-openapi";
-import { CatalogReplica, primaryStatement, type CatalogStatement, type ReplicaStatus } from "../catalog/replica.js";
+import { CatalogReplica, primaryStatement, type CatalogStatement, type ReplicaStatus } from "./catalog-replica.js";
 import type { SqlExecutor } from "../db/executor.js";
 import { FUNCTION_SET, RELEASE } from "../db/schema-version.js";
 import { REGIONS_PAGE } from "../limits.js";
 import type { READER_KINDS } from "../record-kinds.js";
 import type * as S from "../schemas.js";
 import type {
+  AdminRecord,
   BindingsPage,
   CatalogPage,
   CatalogText,
@@ -23,6 +24,7 @@ import type {
   LeaseExpiryResult,
   LifecycleOperation,
   PublicationResult,
+  ReaderRecord,
   RecordKind,
   ResolveResult,
   RouteExportWatermarks,
@@ -62,7 +64,7 @@ export interface RegistryExecutors {
   control?: SqlExecutor;
   /**
    * Catalog reads only (a hot standby or Neon read replica); the data executor when unset. Its
-   * answers are served only while they are recent enough (src/catalog/replica.ts); otherwise, or
+   * answers are served only while they are recent enough (src/registry/catalog-replica.ts); otherwise, or
    * when it cannot be reached, the read goes to the data executor in the same request.
    */
   catalog?: SqlExecutor;
@@ -116,7 +118,7 @@ export class Registry {
     return this.control("aip_publish($1::jsonb, $2::boolean)", [json(changes), options.dryRun ?? false]);
   }
 
-  adminGet(kind: RecordKind, id: string): Promise<Record<string, unknown> | null> {
+  adminGet<K extends RecordKind>(kind: K, id: string): Promise<AdminRecord<K> | null> {
     return this.control("aip_admin_get($1::text, $2::text)", [kind, id]);
   }
 
@@ -207,7 +209,7 @@ export class Registry {
   /**
    * The committed catalog revisions of these tenants ("" for a read without a tenant: always 0), in
    * one statement: from the replica when it is recent enough for every tenant's floor
-   * (src/catalog/replica.ts), else from the primary.
+   * (src/registry/catalog-replica.ts), else from the primary.
    */
   async catalogRevisions(tenantIds: readonly string[]): Promise<{ revisions: Map<string, number>; replay_lag_ms: number }> {
     type Row = { tenant_id: string; revision: string };
@@ -285,7 +287,7 @@ export class Registry {
    * The registry reader: one version, instance or replica's identity and state, or null when it
    * does not exist or is not visible under the caller's verified tenant and peer principal.
    */
-  registryRead(kind: ReaderKind, id: string, scope: { tenantId: string | null; peerPrincipalId: string | null }): Promise<Record<string, unknown> | null> {
+  registryRead<K extends ReaderKind>(kind: K, id: string, scope: { tenantId: string | null; peerPrincipalId: string | null }): Promise<ReaderRecord<K> | null> {
     return this.data("aip_registry_read($1::text, $2::text, $3::text, $4::text)", [kind, id, scope.tenantId, scope.peerPrincipalId]);
   }
 
@@ -316,7 +318,7 @@ export class Registry {
   // -----------------------------------------------------------------------------------------------
   /**
    * A catalog read for `tenantId`: on the replica when its answer is recent enough
-   * (src/catalog/replica.ts), else on the data executor; one statement either way, two when the
+   * (src/registry/catalog-replica.ts), else on the data executor; one statement either way, two when the
    * replica's answer is not used.
    */
   private async catalogRead(tenantId: string | null, statement: CatalogStatement, params: unknown[]): Promise<CatalogAnswer> {

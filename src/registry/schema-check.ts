@@ -11,6 +11,7 @@
 import { RegistryError } from "./errors.js";
 import type { Registry } from "./registry.js";
 import { FUNCTIONS_CHECKSUM, FUNCTION_SET, RELEASE, SCHEMA_VERSION } from "../db/schema-version.js";
+import { sqlstateFailure } from "../db/sqlstate.js";
 import type { Readiness, SchemaStatus } from "../schemas.js";
 
 export type SchemaVerdict = Omit<Readiness, "status" | "catalog_replica"> & { ok: boolean };
@@ -19,9 +20,6 @@ const MIGRATE = "run migrate (`npx --no-install aip-registry migrate` with the d
 
 /** The set of this build is not there: never installed, or dropped by a newer build's finalize. */
 export const SET_NOT_INSTALLED = `schema not installed: ${MIGRATE}: this build's function set ${FUNCTION_SET} (release ${RELEASE}) is not in this database (if a newer build's finalize removed it, deploy that build instead)`;
-
-/** SQLSTATEs that mean "this build's set is not there": undefined_function, invalid_schema_name. */
-export const SET_MISSING_SQLSTATES: ReadonlySet<string> = new Set(["42883", "3F000"]);
 
 /** What a verdict says when the database could not tell (it is not asked, or cannot answer). */
 export const UNKNOWN_SCHEMA = {
@@ -40,9 +38,10 @@ export async function verifySchema(registry: Registry): Promise<SchemaVerdict> {
   try {
     status = await registry.schemaStatus();
   } catch (error) {
-    const sqlstate = error instanceof RegistryError ? error.extensions.sqlstate : undefined;
-    if (typeof sqlstate === "string" && SET_MISSING_SQLSTATES.has(sqlstate)) return { ok: false, reason: SET_NOT_INSTALLED, ...UNKNOWN_SCHEMA };
-    if (sqlstate === "42501") {
+    const failure = error instanceof RegistryError ? sqlstateFailure(error.extensions.sqlstate) : undefined;
+    // No such function or schema: this build's set is not installed.
+    if (failure === "undefined-function") return { ok: false, reason: SET_NOT_INSTALLED, ...UNKNOWN_SCHEMA };
+    if (failure === "permission") {
       return {
         ok: false,
         reason:

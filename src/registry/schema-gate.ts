@@ -12,7 +12,8 @@
 import { Registry, type ServerIdentity } from "./registry.js";
 import { RegistryError } from "./errors.js";
 import type { SqlExecutor } from "../db/executor.js";
-import { SET_MISSING_SQLSTATES, verifySchema } from "./schema-check.js";
+import { verifySchema } from "./schema-check.js";
+import { databaseFailure } from "../db/sqlstate.js";
 
 /** How often a serving process reports itself (the database keeps one report per 30 s at most). */
 export const SIGHTING_INTERVAL_MS = 60_000;
@@ -64,8 +65,7 @@ export class SchemaGate {
         try {
           return await executor.query<R>(text, params);
         } catch (error) {
-          const sqlstate = (error as { code?: unknown }).code;
-          if (typeof sqlstate === "string" && SET_MISSING_SQLSTATES.has(sqlstate)) this.verified = false;
+          if (databaseFailure(error) === "undefined-function") this.verified = false;
           throw error;
         }
       },

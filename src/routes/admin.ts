@@ -11,11 +11,21 @@ import { RegistryError } from "../registry/errors.js";
 import { BINDINGS_PAGE } from "../limits.js";
 import { ADMIN_RECORD_KINDS } from "../record-kinds.js";
 import type { Registry } from "../registry/registry.js";
-import { AdminRecordKind, BindingsPage, CatalogPage, CatalogQuery, Id, InvariantReport, PageSize, PublicationRequest, PublicationResult } from "../schemas.js";
+import {
+  AdminRecord,
+  AdminRecordKind,
+  BindingsPage,
+  CatalogPage,
+  CatalogQuery,
+  Id,
+  InvariantReport,
+  PageSize,
+  PublicationRequest,
+  PublicationResult,
+} from "../schemas.js";
 import { bearer, bodyProblems, json, jsonBody, pathId, problems } from "./common.js";
 
 const Flag = z.enum(["true", "false"]).transform((v) => v === "true");
-const AnyRecord = z.record(z.string(), z.unknown());
 
 export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
   const admin = requireScope("registry:admin");
@@ -121,7 +131,7 @@ export function registerAdminRoutes(app: OpenAPIHono<AppEnv>, registry: Registry
           id: pathId("id", "cinst_0190f3a2c1d04b7e9f1a2b3c4d5e6f70"),
         }),
       },
-      responses: { 200: json(AnyRecord, "The record"), ...problems("not-found") },
+      responses: { 200: json(AdminRecord, "The record"), ...problems("not-found") },
     }),
     async (c) => {
       const { kind, id } = c.req.valid("param");

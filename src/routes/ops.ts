@@ -39,7 +39,7 @@ export function registerOpsRoutes(app: OpenAPIHono<AppEnv>, registry: Registry, 
     }),
     async (c) => {
       // A catalog replica's state is detail, never a reason to be not ready: the primary answers
-      // every catalog read the replica cannot (src/catalog/replica.ts).
+      // every catalog read the replica cannot (src/registry/catalog-replica.ts).
       const replica = replicaStatus(registry);
       try {
         const verdict = await verifySchema(registry);

@@ -10,13 +10,13 @@ import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { RegistryError } from "../registry/errors.js";
 import type { ReaderKind, Registry } from "../registry/registry.js";
-import { InstanceIdentity, ReplicaIdentity, VersionIdentity } from "../schemas.js";
+import { READER_RECORDS } from "../schemas.js";
 import { bearer, json, pathId, problems } from "./common.js";
 
-const READS: { path: string; kind: ReaderKind; schema: z.ZodTypeAny; operationId: string; example: string }[] = [
-  { path: "versions", kind: "version", schema: VersionIdentity, operationId: "readVersion", example: "cver_crm_1_5_0" },
-  { path: "instances", kind: "instance", schema: InstanceIdentity, operationId: "readInstance", example: "cinst_tenant_a_crm" },
-  { path: "replicas", kind: "replica", schema: ReplicaIdentity, operationId: "readReplica", example: "crepl_tenant_a_crm_euw1a" },
+const READS: { path: string; kind: ReaderKind; operationId: string; example: string }[] = [
+  { path: "versions", kind: "version", operationId: "readVersion", example: "cver_crm_1_5_0" },
+  { path: "instances", kind: "instance", operationId: "readInstance", example: "cinst_tenant_a_crm" },
+  { path: "replicas", kind: "replica", operationId: "readReplica", example: "crepl_tenant_a_crm_euw1a" },
 ];
 
 export function registerReaderRoutes(app: OpenAPIHono<AppEnv>, registry: Registry): void {
@@ -35,7 +35,7 @@ export function registerReaderRoutes(app: OpenAPIHono<AppEnv>, registry: Registr
         security: bearer,
         middleware: [requireScope("registry:read")],
         request: { params: z.object({ id: pathId("id", read.example) }) },
-        responses: { 200: json(read.schema, `The ${read.kind}`), ...problems("not-found") },
+        responses: { 200: json(READER_RECORDS[read.kind], `The ${read.kind}`), ...problems("not-found") },
       }),
       async (c) => {
         const { id } = c.req.valid("param");

@@ -1,5 +1,5 @@
 /**
- * Catalog reads on a read replica are bounded and never go backwards (src/catalog/replica.ts),
+ * Catalog reads on a read replica are bounded and never go backwards (src/registry/catalog-replica.ts),
  * against a real streaming hot standby: a private primary from the machine's PostgreSQL server
  * binaries and a standby made by its `pg_basebackup -R`, both on ports of their own (the shared
  * test server is never reconfigured for replication).
@@ -21,7 +21,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
-import { CatalogReplica } from "../../src/catalog/replica.js";
+import { CatalogReplica } from "../../src/registry/catalog-replica.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";

@@ -15,7 +15,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryCatalogCache } from "../../src/catalog/cache.js";
-import { CatalogReplica } from "../../src/catalog/replica.js";
+import { CatalogReplica } from "../../src/registry/catalog-replica.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";

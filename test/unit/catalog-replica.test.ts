@@ -1,10 +1,10 @@
 /**
- * The replica selection rules of src/catalog/replica.ts with scripted executors and a fake clock
+ * The replica selection rules of src/registry/catalog-replica.ts with scripted executors and a fake clock
  * (the real standby cases are test/http/catalog-replica-bounds.test.ts): which answer is served,
  * how many statements each side gets, the revision floors and their bound, and the backoff.
  */
 import { describe, expect, it } from "vitest";
-import { CatalogReplica, RevisionFloors, primaryStatement, replicaStatement, type CatalogStatement } from "../../src/catalog/replica.js";
+import { CatalogReplica, RevisionFloors, primaryStatement, replicaStatement, type CatalogStatement } from "../../src/registry/catalog-replica.js";
 import type { SqlExecutor } from "../../src/db/executor.js";
 
 const STATEMENT: CatalogStatement = {

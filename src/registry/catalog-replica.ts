@@ -33,8 +33,8 @@
  * there, so a lagging replica never extends how long an old revision is served.
  */
 import type { SqlExecutor } from "../db/executor.js";
+import { databaseFailure, type DatabaseFailure } from "../db/sqlstate.js";
 import { CATALOG_REPLICA_MAX_LAG_MS, CATALOG_REPLICA_RETRY } from "../limits.js";
-import { PROBLEM_SQLSTATE, REPLICA_BEHIND_SQLSTATE } from "../registry/errors.js";
 
 /** What the last replica read or probe found. */
 type ReplicaState = "unknown" | "ok" | "lagging" | "behind_floor" | "unreachable";
@@ -132,17 +132,21 @@ export class RevisionFloors {
 const keyOf = (key: string | null) => (key === null ? "\u0000" : `t${key}`);
 
 /** The replica's answer to the request itself (a refusal of the request), not a failure of the replica. */
-function isAnswer(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  return typeof code === "string" && (code === PROBLEM_SQLSTATE || code.startsWith("22") || code === "54001");
-}
+const ANSWERS: ReadonlySet<DatabaseFailure> = new Set(["problem", "data", "too-deep"]);
 
-/** The replica could not be asked: no connection, shutting down, too many connections, a timeout. */
-function isUnreachable(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  // Driver and socket errors carry no SQLSTATE, or a Node code (ECONNREFUSED, ETIMEDOUT, EPIPE).
-  return typeof code !== "string" || /^E[A-Z]+$/.test(code) || !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57)/.test(code);
-}
+/**
+ * The replica could not be asked: no connection (driver and socket errors carry no SQLSTATE),
+ * shutting down, too many connections, a timeout.
+ */
+const UNREACHABLE: ReadonlySet<DatabaseFailure> = new Set([
+  "no-sqlstate",
+  "connection",
+  "resources",
+  "cancelled",
+  "cannot-connect-now",
+  "session-ended",
+  "intervention",
+]);
 
 export interface ReplicaRows<R> {
   rows: R[];
@@ -261,17 +265,18 @@ export class CatalogReplica {
     try {
       measured = await this.replica.query<Measured>(replicaStatement(statement), params);
     } catch (error) {
-      if (isAnswer(error)) {
+      const failure = databaseFailure(error);
+      if (ANSWERS.has(failure)) {
         this.reached();
         throw error;
       }
-      if ((error as { code?: unknown })?.code === REPLICA_BEHIND_SQLSTATE) {
+      if (failure === "replica-behind") {
         // The request names a revision (a cursor, a validator) the replica has not replayed.
         this.reached();
         return "behind_request";
       }
       this.failed(error);
-      return isUnreachable(error) ? "unreachable" : "error";
+      return UNREACHABLE.has(failure) ? "unreachable" : "error";
     } finally {
       if (probe) this.s.probing = false;
     }
