@@ -48,6 +48,7 @@ export default defineConfig({
             "test/dev/**/*.test.ts",
             "test/cli/**/*.test.ts",
             "test/browser/**/*.test.ts",
+            "test/upgrade/**/*.test.ts",
           ],
           pool: "forks",
           maxWorkers: 2,

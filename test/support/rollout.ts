@@ -1,0 +1,205 @@
+/**
+ * A rolling upgrade as an operator runs one, for the upgrade tests: servers of two builds started
+ * as processes on one database, gateways' traffic (catalog pages, new routes, settlements) from
+ * several clients moved from one to the other, readiness polled the way Kubernetes polls it, and
+ * every answer that is not a success counted.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { mintToken } from "../../src/http/tokens.js";
+import { binding, connectorType, instance, replica, version } from "../../fixtures/records.js";
+import { freePort } from "../../fixtures/free-port.js";
+import { TEST_SECRET } from "./http.js";
+import type { Build } from "./releases.js";
+
+export interface ServerProcess {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  /** SIGTERM, then its exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** `build`'s Node server (node dist/entry/node.js, as `npm start` runs it) with `env`, once it listens. */
+export async function startServer(build: Build, env: Record<string, string>): Promise<ServerProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [build.server], {
+    cwd: build.dir,
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      PORT: String(port),
+      AUTH_HS256_SECRET: TEST_SECRET,
+      MIGRATE_ON_START: "false",
+      ACCESS_LOG: "false",
+      ALLOW_REGISTRATION_WITHOUT_EVIDENCE: "true",
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  while (!output.includes("listening on")) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${build.dir} server did not start:\n${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    url,
+    child,
+    output: () => output,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      const exited = once(child, "exit");
+      child.kill("SIGTERM");
+      const [code] = await exited;
+      return code as number | null;
+    },
+  };
+}
+
+const tokens = {
+  admin: () => mintToken(TEST_SECRET, { subject: "rollout-operator", scopes: ["registry:admin", "fleet:read"] }),
+  tenant: (tenantId: string) => mintToken(TEST_SECRET, { subject: "rollout-gateway", tenantId, scopes: ["catalog:read", "routes:write", "routes:read"] }),
+  host: (replicaId: string) => mintToken(TEST_SECRET, { subject: replicaId, peerPrincipalId: `service:${replicaId}`, scopes: ["replicas:write"] }),
+};
+
+async function call(url: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? (JSON.parse(text) as unknown) : null };
+}
+
+export interface Fleet {
+  tenants: string[];
+  capability: string;
+}
+
+/**
+ * A fleet published and registered through `url`: two tenants, each an instance with two
+ * replicas of ample capacity (hosts register without evidence: the servers allow it here).
+ */
+export async function publishFleet(url: string, prefix: string): Promise<Fleet> {
+  const tenants = ["tenant-a", "tenant-b"];
+  const capability = `cap:${prefix}.search`;
+  const typeId = `ctype_${prefix}`;
+  const versionId = `cver_${prefix}_1`;
+  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, [capability])];
+  const replicas: string[] = [];
+  for (const tenant of tenants) {
+    const instanceId = `cinst_${prefix}_${tenant}`;
+    changes.push(instance(instanceId, typeId, versionId, tenant), binding(tenant, capability, instanceId));
+    for (const n of [1, 2]) {
+      const replicaId = `crepl_${prefix}_${tenant}_${n}`;
+      changes.push(replica(replicaId, instanceId, versionId, { capacity: 10_000 }));
+      replicas.push(replicaId);
+    }
+  }
+  const published = await call(url, "POST", "/v1/admin/publications", await tokens.admin(), { changes });
+  if (published.status !== 200) throw new Error(`publication refused: ${JSON.stringify(published)}`);
+  for (const replicaId of replicas) {
+    const registered = await call(url, "POST", `/v1/replicas/${replicaId}/register`, await tokens.host(replicaId), {
+      request_id: `msg_${prefix}_${replicaId}`,
+      lease_ttl_ms: 300_000,
+    });
+    if (registered.status !== 200) throw new Error(`register refused: ${JSON.stringify(registered)}`);
+  }
+  return { tenants, capability };
+}
+
+export interface Traffic {
+  /** Where the clients send their next requests. */
+  target: string;
+  stop(): Promise<TrafficReport>;
+}
+
+export interface TrafficReport {
+  requests: number;
+  /** Requests per server URL. */
+  served: Record<string, number>;
+  failures: string[];
+}
+
+/**
+ * `clients` gateways, each looping: a catalog page, a new route, its settlement; every answer
+ * other than 200/201/304 is a failure, named with its server, path and problem.
+ */
+export async function startTraffic(initial: string, fleet: Fleet, clients = 8): Promise<Traffic> {
+  const tenantTokens = await Promise.all(fleet.tenants.map((tenant) => tokens.tenant(tenant)));
+  const report: TrafficReport = { requests: 0, served: {}, failures: [] };
+  const traffic = { target: initial, running: true };
+  let sequence = 0;
+  const record = (url: string, what: string, status: number, body: unknown, ok: number[]) => {
+    report.requests++;
+    report.served[url] = (report.served[url] ?? 0) + 1;
+    if (!ok.includes(status)) report.failures.push(`${url} ${what}: ${status} ${JSON.stringify(body).slice(0, 300)}`);
+    return ok.includes(status);
+  };
+  const loop = async (client: number) => {
+    while (traffic.running) {
+      const url = traffic.target;
+      const n = client % fleet.tenants.length;
+      const token = tenantTokens[n] as string;
+      const tenant = fleet.tenants[n] as string;
+      try {
+        const page = await call(url, "GET", "/v1/catalog/capabilities", token);
+        record(url, "catalog page", page.status, page.body, [200, 304]);
+        const action = `act_roll_${tenant}_${client}_${++sequence}`;
+        const routed = await call(url, "PUT", `/v1/routes/${action}`, token, { capability_id: fleet.capability });
+        if (!record(url, `resolve ${action}`, routed.status, routed.body, [200, 201])) continue;
+        const settled = await call(url, "POST", `/v1/routes/${action}/settlement`, token, { assignment: routed.body, outcome: "completed" });
+        record(url, `settle ${action}`, settled.status, settled.body, [200]);
+      } catch (error) {
+        report.requests++;
+        report.failures.push(`${url}: ${(error as Error).message}`);
+      }
+    }
+  };
+  const loops = Array.from({ length: clients }, (_, client) => loop(client));
+  return {
+    get target() {
+      return traffic.target;
+    },
+    set target(url: string) {
+      traffic.target = url;
+    },
+    async stop() {
+      traffic.running = false;
+      await Promise.all(loops);
+      return report;
+    },
+  };
+}
+
+/** /readyz of `url` every `everyMs` until stopped: every answer that is not 200, with its reason. */
+export function pollReadiness(url: string, everyMs = 100): { stop(): Promise<{ probes: number; notReady: string[] }> } {
+  const result = { probes: 0, notReady: [] as string[] };
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        const response = await fetch(`${url}/readyz`);
+        const body = (await response.json()) as { reason?: string };
+        result.probes++;
+        if (response.status !== 200) result.notReady.push(`${response.status} ${body.reason ?? ""}`);
+      } catch (error) {
+        result.probes++;
+        result.notReady.push((error as Error).message);
+      }
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return result;
+    },
+  };
+}

@@ -1,0 +1,197 @@
+/**
+ * Every release rolls out under load with no failed request (docs/upgrades.md): a server of the
+ * running build serves gateways while the new build migrates the same database, a server of the
+ * new build starts, traffic moves to it, the old one gets SIGTERM, and finalize removes the old
+ * build's functions. The old server stays ready (/readyz 200) until its SIGTERM, whatever the new
+ * build installed beside it.
+ *
+ * Three rollouts: from the previous release (releases.json, checked out from git history) to this
+ * build; and from this build to a build of it that edits one function body, and to one that
+ * renames the settlement function (a signature change), as hotfixes do.
+ */
+import { execFileSync } from "node:child_process";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { packageRoot } from "../../src/db/sql-files.js";
+import { loginRoleSql } from "../../fixtures/login-roles.js";
+import { databaseUrl } from "../support/server.js";
+import { editedBuild, functionSetOf, previousRelease, type Build } from "../support/releases.js";
+import { pollReadiness, publishFleet, startServer, startTraffic, type ServerProcess } from "../support/rollout.js";
+
+const server = inject("pgServer");
+const PASSWORD = "aip-rollout-password";
+const thisBuild: Build = {
+  version: (JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")) as { version: string }).version,
+  dir: packageRoot,
+  server: join(packageRoot, "dist/entry/node.js"),
+  cli: join(packageRoot, "bin/aip-registry.mjs"),
+};
+const previous = previousRelease();
+if ("unavailable" in previous) console.warn(`rollout from the previous release skipped: ${previous.unavailable}`);
+
+/** Replaces `from` by `to` in one file of a build (the edit must happen: the test is about it). */
+function replaceIn(dir: string, file: string, from: string | RegExp, to: string): void {
+  const path = join(dir, file);
+  const text = readFileSync(path, "utf8");
+  const edited = text.replace(typeof from === "string" ? new RegExp(from.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "g") : from, to);
+  if (edited === text) throw new Error(`${file}: nothing to replace`);
+  writeFileSync(path, edited);
+}
+
+const edits: { name: string; build: () => Build }[] = [
+  {
+    name: "edits one function body",
+    build: () =>
+      editedBuild("body", (dir) =>
+        replaceIn(dir, "functions/60_settlement.sql", "indistinguishable from a missing one.", "indistinguishable from a missing one (a hotfix's edit)."),
+      ),
+  },
+  {
+    name: "renames the settlement function",
+    build: () =>
+      editedBuild("rename", (dir) => {
+        for (const file of ["functions/60_settlement.sql", "functions/90_grants.sql", "src/registry/registry.ts"]) {
+          replaceIn(dir, file, "aip_settle_route(", "aip_settle_route_v2(");
+        }
+      }),
+  },
+];
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+});
+
+async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: server.adminUrl });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** `build`'s CLI, as an operator runs it from its checkout. */
+function cli(build: Build, ...args: string[]): string {
+  return execFileSync(process.execPath, [build.cli, ...args], { cwd: build.dir, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+/** The group roles a build's servers log in through, after it migrated `database`. */
+async function groupRoles(url: string): Promise<{ data: string; control: string }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query("SELECT to_regclass('aip_schema_roles') IS NOT NULL AS has");
+    if (!rows[0].has) return { data: "aip_registry_data", control: "aip_registry_control" };
+    return (await client.query("SELECT data_role AS data, control_role AS control FROM aip_schema_roles")).rows[0];
+  } finally {
+    await client.end();
+  }
+}
+
+/** Login roles for a build's servers on `database`, members of its group roles. */
+async function logins(database: string, tag: string, roles: { data: string; control: string }) {
+  const names = { data: `aip_roll_${tag}_data`, control: `aip_roll_${tag}_control` };
+  await admin(async (client) => {
+    await client.query(loginRoleSql(names.data, PASSWORD, "data", roles));
+    await client.query(loginRoleSql(names.control, PASSWORD, "control", roles));
+  });
+  cleanups.push(() => admin(async (client) => Promise.all(Object.values(names).map((name) => client.query(`DROP ROLE IF EXISTS ${name}`)))).then(() => {}));
+  const url = (login: string) => {
+    const u = new URL(databaseUrl(server, database, "aip_test_data"));
+    u.username = login;
+    u.password = PASSWORD;
+    return u.toString();
+  };
+  return { DATABASE_URL: url(names.data), CONTROL_DATABASE_URL: url(names.control) };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The rollout from `from` to `to` on a fresh database; returns what the clients and the probes saw. */
+async function rollout(from: Build, to: Build, tag: string) {
+  const database = `aip_t_${server.runId}_roll_${tag}_${randomBytes(2).toString("hex")}`;
+  await admin((client) => client.query(`CREATE DATABASE ${database}`));
+  const ownerUrl = (() => {
+    const u = new URL(databaseUrl(server, database));
+    u.searchParams.delete("options");
+    return u.toString();
+  })();
+  cleanups.push(async () => {
+    await admin(async (client) => {
+      await client.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      await client.query(`DROP ROLE IF EXISTS ${database}_aip_data`);
+      await client.query(`DROP ROLE IF EXISTS ${database}_aip_control`);
+    });
+  });
+  const servers: ServerProcess[] = [];
+  cleanups.push(async () => {
+    for (const s of servers) await s.stop();
+  });
+
+  cli(from, "migrate", "--database-url", ownerUrl);
+  const old = await startServer(from, await logins(database, `${tag}_old`, await groupRoles(ownerUrl)));
+  servers.push(old);
+  const fleet = await publishFleet(old.url, `roll${tag}`);
+  const traffic = await startTraffic(old.url, fleet);
+  const readiness = pollReadiness(old.url);
+  await sleep(1500);
+
+  // The new build migrates under load, then its first server starts beside the old one.
+  const migrated = cli(to, "migrate", "--database-url", ownerUrl);
+  await sleep(1500);
+  const next = await startServer(to, await logins(database, `${tag}_new`, await groupRoles(ownerUrl)));
+  servers.push(next);
+  await sleep(500);
+
+  // Traffic moves to the new server; the old one finishes what it has, then gets SIGTERM.
+  traffic.target = next.url;
+  await sleep(500);
+  const oldReadiness = await readiness.stop();
+  const oldExit = await old.stop();
+  await sleep(1000);
+
+  // Finalize once the old server is gone (its last report is older than the window by then).
+  await sleep(1500);
+  const finalized = JSON.parse(cli(to, "migrate", "--finalize", "--seen-within", "1s", "--json", "--database-url", ownerUrl)) as { droppedSets: string[] };
+  await sleep(1000);
+  const report = await traffic.stop();
+  const nextReady = await fetch(`${next.url}/readyz`).then((r) => r.status);
+  await next.stop();
+  return { report, oldReadiness, oldExit, migrated, finalized, nextReady, urls: { old: old.url, next: next.url } };
+}
+
+function expectClean(result: Awaited<ReturnType<typeof rollout>>, from: Build) {
+  expect(result.report.failures, result.report.failures.slice(0, 5).join("\n")).toEqual([]);
+  // Both servers served a share of the traffic; the old one was ready at every probe until SIGTERM.
+  expect(result.report.served[result.urls.old]).toBeGreaterThan(20);
+  expect(result.report.served[result.urls.next]).toBeGreaterThan(20);
+  expect(result.oldReadiness.notReady).toEqual([]);
+  expect(result.oldReadiness.probes).toBeGreaterThan(10);
+  expect(result.oldExit).toBe(0);
+  // Finalize dropped the old build's set, and the new server stayed ready through it.
+  expect(result.finalized.droppedSets).toEqual([functionSetOf(from) ?? "public"]);
+  expect(result.nextReady).toBe(200);
+}
+
+describe("a rolling upgrade under load loses no request", () => {
+  it.runIf(!("unavailable" in previous))("from the previous release to this build", { timeout: 240_000 }, async () => {
+    const from = previous as Build;
+    const result = await rollout(from, thisBuild, "prev");
+    expectClean(result, from);
+  });
+
+  for (const edit of edits) {
+    it(`from this build to one that ${edit.name}`, { timeout: 240_000 }, async () => {
+      const to = edit.build();
+      cleanups.push(() => rmSync(to.dir, { recursive: true, force: true }));
+      expect(functionSetOf(to)).not.toBe(functionSetOf(thisBuild));
+      const result = await rollout(thisBuild, to, edit.name.split(" ")[0] as string);
+      expectClean(result, thisBuild);
+    });
+  }
+});
