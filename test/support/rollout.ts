@@ -119,7 +119,7 @@ export interface Traffic {
   stop(): Promise<TrafficReport>;
 }
 
-export interface TrafficReport {
+interface TrafficReport {
   requests: number;
   /** Requests per server URL. */
   served: Record<string, number>;
