@@ -6,6 +6,10 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { mintToken } from "../../src/http/tokens.js";
 import { binding, connectorType, instance, replica, version } from "../../fixtures/records.js";
 import { freePort } from "../../fixtures/free-port.js";
@@ -56,6 +60,88 @@ export async function startServer(build: Build, env: Record<string, string>): Pr
       child.kill("SIGTERM");
       const [code] = await exited;
       return code as number | null;
+    },
+  };
+}
+
+/**
+ * `build`'s Worker (its dev/worker.ts: src/entry/worker.ts pointed at the local Neon proxy) in
+ * `wrangler dev`, with `vars` as its bindings, once it answers; stop() ends wrangler's process
+ * group. Each Worker keeps its Durable Object state apart (--persist-to).
+ */
+export async function startWorker(build: Build, vars: Record<string, string>): Promise<ServerProcess> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "aip-rollout-worker-"));
+  const envFile = join(dir, ".dev.vars");
+  writeFileSync(
+    envFile,
+    Object.entries({ AUTH_HS256_SECRET: TEST_SECRET, ACCESS_LOG: "false", ...vars })
+      .map(([k, v]) => `${k}="${v}"`)
+      .join("\n"),
+    { mode: 0o600 },
+  );
+  const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
+  const child = spawn(
+    process.execPath,
+    [
+      wrangler,
+      "dev",
+      join(build.dir, "dev/worker.ts"),
+      "--config",
+      join(build.dir, "wrangler.toml"),
+      "--port",
+      String(port),
+      "--ip",
+      "127.0.0.1",
+      "--env-file",
+      envFile,
+      "--persist-to",
+      join(dir, "state"),
+    ],
+    {
+      cwd: build.dir,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, CLOUDFLARE_CF_FETCH_ENABLED: "false", WRANGLER_SEND_METRICS: "false" },
+    },
+  );
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  const group = (signal: NodeJS.Signals) => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, signal);
+    } catch {
+      // Gone already.
+    }
+  };
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      group("SIGKILL");
+      throw new Error(`wrangler dev of ${build.dir} did not start:\n${output}`);
+    }
+    const up = await fetch(`${url}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return {
+    url,
+    child,
+    output: () => output,
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = once(child, "exit");
+        group("SIGTERM");
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+        group("SIGKILL");
+      }
+      rmSync(dir, { recursive: true, force: true });
+      return child.exitCode;
     },
   };
 }
@@ -114,8 +200,8 @@ export async function publishFleet(url: string, prefix: string): Promise<Fleet> 
 }
 
 export interface Traffic {
-  /** Where the clients send their next requests. */
-  target: string;
+  /** Where the clients send their next requests: one server, or several sharing the traffic (a gradual deployment). */
+  target: string | string[];
   stop(): Promise<TrafficReport>;
 }
 
@@ -130,10 +216,11 @@ interface TrafficReport {
  * `clients` gateways, each looping: a catalog page, a new route, its settlement; every answer
  * other than 200/201/304 is a failure, named with its server, path and problem.
  */
-export async function startTraffic(initial: string, fleet: Fleet, clients = 8): Promise<Traffic> {
+export async function startTraffic(initial: string | string[], fleet: Fleet, clients = 8): Promise<Traffic> {
   const tenantTokens = await Promise.all(fleet.tenants.map((tenant) => tokens.tenant(tenant)));
   const report: TrafficReport = { requests: 0, served: {}, failures: [] };
   const traffic = { target: initial, running: true };
+  const pick = () => (Array.isArray(traffic.target) ? (traffic.target[Math.floor(Math.random() * traffic.target.length)] as string) : traffic.target);
   let sequence = 0;
   const record = (url: string, what: string, status: number, body: unknown, ok: number[]) => {
     report.requests++;
@@ -143,7 +230,7 @@ export async function startTraffic(initial: string, fleet: Fleet, clients = 8): 
   };
   const loop = async (client: number) => {
     while (traffic.running) {
-      const url = traffic.target;
+      const url = pick();
       const n = client % fleet.tenants.length;
       const token = tenantTokens[n] as string;
       const tenant = fleet.tenants[n] as string;
@@ -166,7 +253,7 @@ export async function startTraffic(initial: string, fleet: Fleet, clients = 8): 
     get target() {
       return traffic.target;
     },
-    set target(url: string) {
+    set target(url: string | string[]) {
       traffic.target = url;
     },
     async stop() {

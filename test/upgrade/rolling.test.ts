@@ -19,7 +19,8 @@ import { packageRoot } from "../../src/db/sql-files.js";
 import { loginRoleSql } from "../../fixtures/login-roles.js";
 import { databaseUrl } from "../support/server.js";
 import { editedBuild, functionSetOf, previousRelease, type Build } from "../support/releases.js";
-import { pollReadiness, publishFleet, startServer, startTraffic, type ServerProcess } from "../support/rollout.js";
+import { startNeonProxy } from "../../dev/neon-proxy.js";
+import { pollReadiness, publishFleet, startServer, startTraffic, startWorker, type ServerProcess } from "../support/rollout.js";
 
 const server = inject("pgServer");
 const PASSWORD = "aip-rollout-password";
@@ -93,8 +94,8 @@ async function groupRoles(url: string): Promise<{ data: string; control: string 
   }
 }
 
-/** Login roles for a build's servers on `database`, members of its group roles. */
-async function logins(database: string, tag: string, roles: { data: string; control: string }) {
+/** Login roles for a build's servers on `database`, members of its group roles; `host` as a Worker has it. */
+async function logins(database: string, tag: string, roles: { data: string; control: string }, runtime: Runtime) {
   const names = { data: `aip_roll_${tag}_data`, control: `aip_roll_${tag}_control` };
   await admin(async (client) => {
     await client.query(loginRoleSql(names.data, PASSWORD, "data", roles));
@@ -105,15 +106,26 @@ async function logins(database: string, tag: string, roles: { data: string; cont
     const u = new URL(databaseUrl(server, database, "aip_test_data"));
     u.username = login;
     u.password = PASSWORD;
+    // A Worker reaches PostgreSQL through the local Neon proxy, which serves this fake host.
+    if (runtime === "worker") {
+      u.hostname = "db.localtest.me";
+      u.port = "5432";
+    }
     return u.toString();
   };
   return { DATABASE_URL: url(names.data), CONTROL_DATABASE_URL: url(names.control) };
 }
 
+type Runtime = "node" | "worker";
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The rollout from `from` to `to` on a fresh database; returns what the clients and the probes saw. */
-async function rollout(from: Build, to: Build, tag: string) {
+/**
+ * The rollout from `from` to `to` on a fresh database, on Node servers or Workers (wrangler dev,
+ * through the local Neon proxy); returns what the clients and the probes saw. Both builds serve
+ * side by side for a while (a rolling update's overlap; a Worker's gradual deployment at 50 %).
+ */
+async function rollout(from: Build, to: Build, tag: string, runtime: Runtime = "node") {
   const database = `aip_t_${server.runId}_roll_${tag}_${randomBytes(2).toString("hex")}`;
   await admin((client) => client.query(`CREATE DATABASE ${database}`));
   const ownerUrl = (() => {
@@ -132,9 +144,23 @@ async function rollout(from: Build, to: Build, tag: string) {
   cleanups.push(async () => {
     for (const s of servers) await s.stop();
   });
+  let start = startServer;
+  if (runtime === "worker") {
+    const pg = new URL(server.adminUrl);
+    const proxy = await startNeonProxy({ pgHost: pg.hostname, pgPort: Number(pg.port || 5432) });
+    cleanups.push(() => proxy.close());
+    start = (build, env) =>
+      startWorker(build, {
+        ...env,
+        NEON_LOCAL_PROXY: proxy.url,
+        NEON_TRANSPORT: "http",
+        LEASE_MAINTENANCE_INTERVAL_MS: "0",
+        ALLOW_REGISTRATION_WITHOUT_EVIDENCE: "true",
+      });
+  }
 
   cli(from, "migrate", "--database-url", ownerUrl);
-  const old = await startServer(from, await logins(database, `${tag}_old`, await groupRoles(ownerUrl)));
+  const old = await start(from, await logins(database, `${tag}_old`, await groupRoles(ownerUrl), runtime));
   servers.push(old);
   const fleet = await publishFleet(old.url, `roll${tag}`);
   const traffic = await startTraffic(old.url, fleet);
@@ -144,11 +170,12 @@ async function rollout(from: Build, to: Build, tag: string) {
   // The new build migrates under load, then its first server starts beside the old one.
   const migrated = cli(to, "migrate", "--database-url", ownerUrl);
   await sleep(1500);
-  const next = await startServer(to, await logins(database, `${tag}_new`, await groupRoles(ownerUrl)));
+  const next = await start(to, await logins(database, `${tag}_new`, await groupRoles(ownerUrl), runtime));
   servers.push(next);
-  await sleep(500);
 
-  // Traffic moves to the new server; the old one finishes what it has, then gets SIGTERM.
+  // Both serve; then traffic moves to the new server, the old one finishes what it has and gets SIGTERM.
+  traffic.target = [old.url, next.url];
+  await sleep(2000);
   traffic.target = next.url;
   await sleep(500);
   const oldReadiness = await readiness.stop();
@@ -162,7 +189,7 @@ async function rollout(from: Build, to: Build, tag: string) {
   const report = await traffic.stop();
   const nextReady = await fetch(`${next.url}/readyz`).then((r) => r.status);
   await next.stop();
-  return { report, oldReadiness, oldExit, migrated, finalized, nextReady, urls: { old: old.url, next: next.url } };
+  return { report, oldReadiness, oldExit, migrated, finalized, nextReady, runtime, urls: { old: old.url, next: next.url } };
 }
 
 function expectClean(result: Awaited<ReturnType<typeof rollout>>, from: Build) {
@@ -172,7 +199,8 @@ function expectClean(result: Awaited<ReturnType<typeof rollout>>, from: Build) {
   expect(result.report.served[result.urls.next]).toBeGreaterThan(20);
   expect(result.oldReadiness.notReady).toEqual([]);
   expect(result.oldReadiness.probes).toBeGreaterThan(10);
-  expect(result.oldExit).toBe(0);
+  // A Node server stops gracefully (wrangler dev's exit is wrangler's own).
+  if (result.runtime === "node") expect(result.oldExit).toBe(0);
   // Finalize dropped the old build's set, and the new server stayed ready through it.
   expect(result.finalized.droppedSets).toEqual([functionSetOf(from) ?? "public"]);
   expect(result.nextReady).toBe(200);
@@ -183,6 +211,19 @@ describe("a rolling upgrade under load loses no request", () => {
     const from = previous as Build;
     const result = await rollout(from, thisBuild, "prev");
     expectClean(result, from);
+  });
+
+  it.runIf(!("unavailable" in previous))("from the previous release to this build, on Workers (both versions live at once)", { timeout: 300_000 }, async () => {
+    const from = previous as Build;
+    const result = await rollout(from, thisBuild, "wprev", "worker");
+    expectClean(result, from);
+  });
+
+  it("from this build to one that renames the settlement function, on Workers (both versions live at once)", { timeout: 300_000 }, async () => {
+    const to = (edits[1] as (typeof edits)[number]).build();
+    cleanups.push(() => rmSync(to.dir, { recursive: true, force: true }));
+    const result = await rollout(thisBuild, to, "wrename", "worker");
+    expectClean(result, thisBuild);
   });
 
   for (const edit of edits) {
