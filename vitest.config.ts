@@ -72,8 +72,8 @@ export default defineConfig({
               // test/dev/dev-worker.test.ts runs the Worker at wrangler.toml's date in wrangler dev.
               compatibilityDate: testCompatibilityDate(),
               bindings: {
-                DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_test_data"),
-                CONTROL_DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_test_control"),
+                DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_tests_data"),
+                CONTROL_DATABASE_URL: workerDatabaseUrl(inject("workerDatabase"), "aip_tests_control"),
                 AUTH_HS256_SECRET: TEST_SECRET,
                 NEON_LOCAL_PROXY: inject("neonProxyUrl"),
                 NEON_TRANSPORT: "http",

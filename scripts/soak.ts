@@ -77,7 +77,7 @@ async function externalTarget(adminUrl: string): Promise<Target> {
   const { roles } = await withPgSession(url(), (session) => migrate(session));
   for (const [login, plane] of Object.entries(LOGIN_ROLES)) await admin.query(loginRoleSql(login, TEST_ROLE_PASSWORD, plane, roles));
   return {
-    env: { ownerUrl: url(), dataUrl: url("aip_test_data"), controlUrl: url("aip_test_control") },
+    env: { ownerUrl: url(), dataUrl: url("aip_tests_data"), controlUrl: url("aip_tests_control") },
     async close() {
       await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await admin.end();

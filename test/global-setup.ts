@@ -16,7 +16,7 @@ import { startNeonProxy } from "../dev/neon-proxy.js";
 import { ensureBuilt } from "../scripts/build.mjs";
 import { startEmbeddedServer } from "../fixtures/embedded-postgres.js";
 import { startJwksServer } from "./support/jwks-server.js";
-import { LOGIN_ROLES, TEST_ROLE_PASSWORD, databaseUrl, type PgServerInfo } from "./support/server.js";
+import { LOGIN_ROLES, TEST_ROLE_PASSWORD, TEST_ROLE_PREFIX, databaseUrl, type PgServerInfo } from "./support/server.js";
 import { loginRoleSql } from "../fixtures/login-roles.js";
 
 declare module "vitest" {
@@ -71,7 +71,8 @@ export default async function setup(project: TestProject) {
   info.runId = run;
   info.template = `aip_tpl_${run}`;
   await admin.query(`CREATE DATABASE ${info.template}`);
-  const { roles } = await withPgSession(databaseUrl(info, info.template), (session) => migrate(session));
+  // Every run's template shares one pair of group roles, as its logins do: nothing accumulates.
+  const { roles } = await withPgSession(databaseUrl(info, info.template), (session) => migrate(session, { rolePrefix: TEST_ROLE_PREFIX }));
   info.roles = roles;
   // The template's group roles exist now, and its clones share them; login roles are cluster-wide.
   for (const [login, plane] of Object.entries(LOGIN_ROLES)) await admin.query(loginRoleSql(login, TEST_ROLE_PASSWORD, plane, roles));
@@ -102,11 +103,8 @@ export default async function setup(project: TestProject) {
     for (const { datname } of databases) {
       await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`).catch(() => {});
     }
-    // Each migrated database made its own group roles (src/db/migrate.ts): this run's go too.
-    const { rows: groups } = await admin.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname LIKE $1 OR rolname LIKE $2", [
-      `aip\\_t\\_${run}\\_%\\_aip\\_%`,
-      `${info.template}\\_aip\\_%`,
-    ]);
+    // Databases tests migrated themselves made group roles of their own (src/db/migrate.ts).
+    const { rows: groups } = await admin.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname LIKE $1", [`aip\\_t\\_${run}\\_%\\_aip\\_%`]);
     for (const { rolname } of groups) await admin.query(`DROP ROLE IF EXISTS "${rolname}"`).catch(() => {});
     await admin.end();
     await started?.stop();

@@ -64,8 +64,10 @@ function migrateOptions(ctx: CommandContext): MigrateOptions {
   if (!finalize && (seenWithin !== undefined || ctx.values.force === true)) throw new UsageError("--seen-within and --force go with --finalize");
   const seenWithinMs = seenWithin === undefined ? undefined : durationMs(seenWithin);
   if (seenWithin !== undefined && seenWithinMs === undefined) throw new UsageError(`--seen-within must be a duration (90s, 15m, 2h, 1d), not "${seenWithin}"`);
+  const rolePrefix = str(ctx.values, "role-prefix");
   return {
     log: ctx.io.err,
+    ...(rolePrefix !== undefined ? { rolePrefix } : {}),
     ...(finalize ? { finalize, force: ctx.values.force === true } : {}),
     ...(seenWithinMs !== undefined ? { seenWithinMs } : {}),
   };

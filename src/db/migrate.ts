@@ -48,6 +48,12 @@ export interface MigrateOptions {
   seenWithinMs?: number;
   /** With `finalize`: drop older sets even while they are in use (they are named in the log). */
   force?: boolean;
+  /**
+   * The group roles' names on a database's first migration: `<rolePrefix>_aip_data` and
+   * `<rolePrefix>_aip_control` instead of the database's name (registryRoleNames). Recorded then;
+   * a later run naming another prefix is refused.
+   */
+  rolePrefix?: string;
 }
 
 type FunctionSetReport = {
@@ -98,6 +104,9 @@ export const applicationNameOf = (set: string) => (set === LEGACY_SET ? LEGACY_A
 
 const DEFAULT_SEEN_WITHIN_MS = 15 * 60_000;
 
+/** A database name used as it is in its roles' names, and a role prefix. */
+const ROLE_PREFIX = /^[a-z_][a-z0-9_]{0,39}$/;
+
 /**
  * The migrator's own tables (aip_schema_*, which no table digest covers). Created when missing,
  * never changed in place: a later release that needs more adds tables of its own.
@@ -144,7 +153,7 @@ const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
  * same server. They never collide with 0.1.0's shared `aip_registry_data`/`_control`.
  */
 export function registryRoleNames(database: string): { data: string; control: string } {
-  const base = /^[a-z_][a-z0-9_]{0,39}$/.test(database)
+  const base = ROLE_PREFIX.test(database)
     ? database
     : `${database
         .toLowerCase()
@@ -194,7 +203,7 @@ async function migrateOnce(session: MigrationSession, options: MigrateOptions, l
     await session.exec(BOOKKEEPING_SQL);
     const legacy = await adoptLegacyBookkeeping(session);
     const pending = await pendingExpandMigrations(session, migrations, buildVersion, log);
-    const roles = await ensureRoles(session, legacy, log);
+    const roles = await ensureRoles(session, legacy, options.rolePrefix, log);
     const applied = await applyMigrations(session, pending, log);
     if (applied.length > 0) await recordTables(session, null, true, log);
     return { applied, roles };
@@ -336,11 +345,23 @@ async function applyMigrations(session: MigrationSession, pending: Migration[], 
  * they (and the owner) may connect: CONNECT is revoked from PUBLIC. While 0.1.0's set is installed,
  * its shared roles keep CONNECT too, so its servers keep serving until finalize.
  */
-async function ensureRoles(session: MigrationSession, legacy: boolean, log: (line: string) => void): Promise<{ data: string; control: string }> {
+async function ensureRoles(
+  session: MigrationSession,
+  legacy: boolean,
+  prefix: string | undefined,
+  log: (line: string) => void,
+): Promise<{ data: string; control: string }> {
+  if (prefix !== undefined && !ROLE_PREFIX.test(prefix))
+    throw new MigrationError(`the role prefix must be a lower-case identifier of at most 40 characters, not "${prefix}"`);
   let [row] = await session.query<{ data_role: string; control_role: string }>("SELECT data_role, control_role FROM aip_schema_roles WHERE singleton");
+  if (row && prefix !== undefined && row.data_role !== registryRoleNames(prefix).data) {
+    throw new MigrationError(
+      `this database's roles are ${row.data_role} and ${row.control_role} (named at its first migration), not those of prefix ${prefix}`,
+    );
+  }
   if (!row) {
     const [db] = await session.query<{ name: string }>("SELECT current_database() AS name");
-    const names = registryRoleNames(db!.name);
+    const names = registryRoleNames(prefix ?? db!.name);
     row = { data_role: names.data, control_role: names.control };
     await session.query("INSERT INTO aip_schema_roles (singleton, data_role, control_role) VALUES (true, $1, $2)", [names.data, names.control]);
     log(`this database's roles: ${names.data} (data plane), ${names.control} (control plane); login roles of its servers must be members`);

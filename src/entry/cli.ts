@@ -48,7 +48,8 @@ const COMMANDS: Record<string, Command> = {
       "  serving; it never removes anything a running build uses (what MIGRATE_ON_START runs). --finalize, once every server\n" +
       "  runs this build (docs/upgrades.md), drops the function sets of older builds and applies the contract migrations that\n" +
       "  waited for them; it refuses, naming them, while a server of such a build is connected or was seen within DURATION\n" +
-      "  (default 15m; 90s, 15m, 2h, 1d); --force drops them anyway.",
+      "  (default 15m; 90s, 15m, 2h, 1d); --force drops them anyway. --role-prefix P names this database's group roles\n" +
+      "  P_aip_data and P_aip_control on its first migration (default: the database's name).",
     options: {
       "database-url": { type: "string" },
       "data-dir": { type: "string" },
@@ -56,6 +57,7 @@ const COMMANDS: Record<string, Command> = {
       finalize: { type: "boolean" },
       "seen-within": { type: "string" },
       force: { type: "boolean" },
+      "role-prefix": { type: "string" },
     },
     run: async (ctx) => (await import("../cli/server.js")).migrate(ctx),
   },

@@ -32,10 +32,10 @@ afterAll(() => admin((c) => c.query(`DROP DATABASE IF EXISTS ${emptyDatabase} WI
 
 describe("migrate", () => {
   it("refuses a runtime role's URL, saying that migrations run as the owner", async () => {
-    const result = await runCli(["migrate", "--database-url", databaseUrl(server, emptyDatabase, "aip_test_control")], { env: cleanEnv() });
+    const result = await runCli(["migrate", "--database-url", databaseUrl(server, emptyDatabase, "aip_tests_control")], { env: cleanEnv() });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(
-      "error: aip_test_control may not install the schema (permission denied for schema public): migrations run as the database owner; pass the owner's URL with --database-url (docs/deploy.md)",
+      "error: aip_tests_control may not install the schema (permission denied for schema public): migrations run as the database owner; pass the owner's URL with --database-url (docs/deploy.md)",
     );
   });
 

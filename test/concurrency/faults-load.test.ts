@@ -61,7 +61,7 @@ it("random backend terminations during a load run: only retryable refusals, one 
       const { rows } = await owner
         .query<{ done: boolean }>(
           `SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity
-           WHERE datname = $1 AND usename IN ('aip_test_data', 'aip_test_control') AND application_name LIKE 'aip-model-w%'
+           WHERE datname = $1 AND usename IN ('aip_tests_data', 'aip_tests_control') AND application_name LIKE 'aip-model-w%'
            ORDER BY random() LIMIT 1`,
           [database],
         )

@@ -32,7 +32,7 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
 }
 
 const loginUrl = (database: string, login: string) => {
-  const url = new URL(databaseUrl(server, database, "aip_test_data"));
+  const url = new URL(databaseUrl(server, database, "aip_tests_data"));
   url.username = login;
   url.password = PASSWORD;
   return url.toString();

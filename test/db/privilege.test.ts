@@ -19,7 +19,7 @@ import { withSetOnPath } from "../support/server.js";
 import { FUNCTION_SET } from "../../src/db/schema-version.js";
 
 const ROLES = inject("pgServer").roles!;
-const LOGINS = { data: "aip_test_data", control: "aip_test_control" } as const;
+const LOGINS = { data: "aip_tests_data", control: "aip_tests_control" } as const;
 type Plane = keyof typeof ROLES;
 
 const db = useTestDatabase();

@@ -94,12 +94,12 @@ async function executable(role: string): Promise<string[]> {
 describe("function grants", () => {
   it("let the control role execute exactly publication, administrative reads, operator lifecycle, route export, invariants and schema status", async () => {
     expect(await executable(inject("pgServer").roles!.control)).toEqual(CONTROL_FUNCTIONS);
-    expect(await executable("aip_test_control")).toEqual(CONTROL_FUNCTIONS);
+    expect(await executable("aip_tests_control")).toEqual(CONTROL_FUNCTIONS);
   });
 
   it("let the data role execute exactly the data-plane functions", async () => {
     expect(await executable(inject("pgServer").roles!.data)).toEqual(DATA_FUNCTIONS);
-    expect(await executable("aip_test_data")).toEqual(DATA_FUNCTIONS);
+    expect(await executable("aip_tests_data")).toEqual(DATA_FUNCTIONS);
   });
 
   it("let PUBLIC (a fresh role) execute no registry function at all", async () => {

@@ -205,7 +205,7 @@ describe("afterwards", () => {
     expect(await counts("SELECT count(*)::int AS n FROM aip_admission_counters WHERE active <> 0")).toBe(0);
     await expectHealthy(db.registry);
     // The login role is still the unprivileged one, and nobody was granted anything.
-    const { rows } = await db.owner.query<{ super: boolean }>("SELECT rolsuper AS super FROM pg_roles WHERE rolname = 'aip_test_data'");
+    const { rows } = await db.owner.query<{ super: boolean }>("SELECT rolsuper AS super FROM pg_roles WHERE rolname = 'aip_tests_data'");
     expect(rows[0]!.super).toBe(false);
   });
 });

@@ -76,13 +76,13 @@ describe("the runtime roles of docs/deploy.md (REGISTRY_MODE=all)", () => {
 
   it("say what to do on an unmigrated database instead of failing with permission denied", async () => {
     const error = await start({
-      DATABASE_URL: databaseUrl(server, empty, "aip_test_data"),
-      CONTROL_DATABASE_URL: databaseUrl(server, empty, "aip_test_control"),
+      DATABASE_URL: databaseUrl(server, empty, "aip_tests_data"),
+      CONTROL_DATABASE_URL: databaseUrl(server, empty, "aip_tests_control"),
       AUTH_HS256_SECRET: TEST_SECRET,
     }).catch((e: unknown) => e as Error);
     expect(error).toBeInstanceOf(Error);
     expect((error as Error).message).toMatch(
-      /^schema not installed: run migrate .*; aip_test_control may not install it \(permission denied for schema public\)\. /,
+      /^schema not installed: run migrate .*; aip_tests_control may not install it \(permission denied for schema public\)\. /,
     );
     expect((error as Error).message).toContain("run `npx --no-install aip-registry migrate` with the database owner's URL first (docs/deploy.md, step 2)");
     expect(await migrated(databaseUrl(server, empty))).toBe(false);
@@ -159,7 +159,7 @@ describe("the signing secret against PostgreSQL", () => {
 
 describe("an unmigrated database", () => {
   it("is 'schema not installed: run migrate' at /readyz", async () => {
-    const pool = createPgPool(databaseUrl(server, empty, "aip_test_data"), { max: 1 });
+    const pool = createPgPool(databaseUrl(server, empty, "aip_tests_data"), { max: 1 });
     try {
       const app = createApp({ registry: new Registry({ data: pgExecutor(pool) }), authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }) });
       const response = await app.request("/readyz");
@@ -174,7 +174,7 @@ describe("an unmigrated database", () => {
   });
 
   it("fails `doctor` with exit 1 and the step to take, not exit 3 (unavailable, retry)", async () => {
-    const result = await runCli(["doctor", "--database-url", databaseUrl(server, empty, "aip_test_data")], { env: cleanEnv() });
+    const result = await runCli(["doctor", "--database-url", databaseUrl(server, empty, "aip_tests_data")], { env: cleanEnv() });
     expect(result.code, result.stderr).toBe(1);
     expect(result.stdout).toMatch(/^FAIL\s+schema: not ready: schema not installed: run migrate/m);
   });

@@ -66,10 +66,8 @@ describe("operations endpoints", () => {
         statement_timeout: "10s",
         tables_intact: true,
         function_sets: [{ name: FUNCTION_SET, release: RELEASE, installed_at: expect.stringMatching(/^\d{4}-/), last_seen: null, this: true }],
-        // Other test runs on the same server make their own group roles for the same login.
-        session: { role: "aip_test_data", superuser: false, owner: false, runtime_role: true, other_registry_roles: expect.any(Array) },
-        // A database cloned from the template starts with PostgreSQL's default CONNECT for PUBLIC.
-        connect_public: true,
+        session: { role: "aip_tests_data", superuser: false, owner: false, runtime_role: true, other_registry_roles: [] },
+        connect_public: false,
       },
     });
     await db.registry.publish([connectorType("ctype_ops")]);

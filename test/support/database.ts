@@ -32,12 +32,15 @@ export async function createTestDatabase(options: { dataPoolSize?: number } = {}
   await admin.connect();
   try {
     await admin.query(`CREATE DATABASE ${name} TEMPLATE ${server.template}`);
+    // A clone starts with PostgreSQL's default CONNECT for PUBLIC: give it what migrate gives a database.
+    const roles = server.roles as { data: string; control: string };
+    await admin.query(`REVOKE CONNECT ON DATABASE ${name} FROM PUBLIC; GRANT CONNECT ON DATABASE ${name} TO ${roles.data}, ${roles.control}`);
   } finally {
     await admin.end();
   }
   const ownerUrl = databaseUrl(server, name);
-  const dataUrl = databaseUrl(server, name, "aip_test_data");
-  const controlUrl = databaseUrl(server, name, "aip_test_control");
+  const dataUrl = databaseUrl(server, name, "aip_tests_data");
+  const controlUrl = databaseUrl(server, name, "aip_tests_control");
   // Named as the test harness, not as a server of this build's set: migrate --finalize counts those.
   const owner = createPgPool(ownerUrl, { max: 4, applicationName: "aip-test" });
   const dataPool = createPgPool(dataUrl, { max: options.dataPoolSize ?? 8, applicationName: "aip-test" });

@@ -129,8 +129,8 @@ export async function startPrivateServer(options: { maxConnections?: number; bin
   }
   return {
     ownerUrl: url(),
-    dataUrl: url("aip_test_data"),
-    controlUrl: url("aip_test_control"),
+    dataUrl: url("aip_tests_data"),
+    controlUrl: url("aip_tests_control"),
     database,
     restart: () => pgCtlCommand("restart -m fast -w -t 120"),
     startStandby: () => startStandby({ binDir, osUser, dir, dataDir, adminUrl, url }),
@@ -226,7 +226,7 @@ async function startStandby(primary: {
   };
   const standby: Standby = {
     ownerUrl: at(primary.url()),
-    dataUrl: at(primary.url("aip_test_data")),
+    dataUrl: at(primary.url("aip_tests_data")),
     async catchUp() {
       const client = new pg.Client({ connectionString: primary.adminUrl });
       await client.connect();

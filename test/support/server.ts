@@ -19,8 +19,10 @@ export interface PgServerInfo {
 }
 
 /** Login roles the setup creates, by the plane whose group role of the template they join (test server only). */
-export const LOGIN_ROLES = { aip_test_control: "control", aip_test_data: "data" } as const;
+export const LOGIN_ROLES = { aip_tests_control: "control", aip_tests_data: "data" } as const;
 export const TEST_ROLE_PASSWORD = "aip-test-password";
+/** The template's group roles: aip_tests_aip_data, aip_tests_aip_control (migrate's rolePrefix). */
+export const TEST_ROLE_PREFIX = "aip_tests";
 
 /**
  * A database's URL: the owner's (superuser), or a login role's. The owner's sessions find this

@@ -51,7 +51,7 @@ const oldOwnerUrl = () => {
   return url.toString();
 };
 const loginUrl = (login: string) => {
-  const url = new URL(databaseUrl(server, database, "aip_test_data"));
+  const url = new URL(databaseUrl(server, database, "aip_tests_data"));
   url.username = login;
   url.password = PASSWORD;
   return url.toString();

@@ -103,7 +103,7 @@ async function logins(database: string, tag: string, roles: { data: string; cont
   });
   cleanups.push(() => admin(async (client) => Promise.all(Object.values(names).map((name) => client.query(`DROP ROLE IF EXISTS ${name}`)))).then(() => {}));
   const url = (login: string) => {
-    const u = new URL(databaseUrl(server, database, "aip_test_data"));
+    const u = new URL(databaseUrl(server, database, "aip_tests_data"));
     u.username = login;
     u.password = PASSWORD;
     // A Worker reaches PostgreSQL through the local Neon proxy, which serves this fake host.
