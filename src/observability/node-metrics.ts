@@ -4,10 +4,9 @@
  * maintenance. Node only: the Worker never imports this module (its bundle must not carry
  * prom-client, and a Worker has no process to describe; scripts/bundle-size.ts enforces it).
  */
-import { readFileSync } from "node:fs";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { Config } from "../config.js";
-import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
+import { FUNCTION_SET, FUNCTIONS_CHECKSUM, RELEASE, SCHEMA_VERSION } from "../db/schema-version.js";
 import type { MaintenanceStats } from "../maintenance/cycle.js";
 import type { KeySetSource } from "./key-set-metrics.js";
 import type { MetricsOptions, PoolUsage } from "./metrics.js";
@@ -28,30 +27,15 @@ function processMetricsText(): Promise<string> {
   return processRegistry.metrics();
 }
 
-/**
- * This package's version, from the nearest package.json named `aip-registry` above this module:
- * found the same way whether it runs from src/ (tsx) or from compiled output.
- */
-function packageVersion(from: URL = new URL(".", import.meta.url)): string {
-  for (let dir = from; ; dir = new URL("..", dir)) {
-    try {
-      const manifest = JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { name?: string; version?: string };
-      if (manifest.name === "aip-registry" && manifest.version) return manifest.version;
-    } catch {
-      // No package.json here: look further up.
-    }
-    if (dir.pathname === "/") return "unknown";
-  }
-}
-
 /** The labels of `aip_build_info`: what runs here, for dashboards that compare a fleet of servers. */
 function buildInfo(config: Pick<Config, "DATABASE_URL" | "REGISTRY_MODE">): Record<string, string> {
   return {
-    version: packageVersion(),
+    version: RELEASE,
     runtime: "node",
     node_version: process.versions.node,
     schema_version: String(SCHEMA_VERSION),
     functions_checksum: FUNCTIONS_CHECKSUM,
+    function_set: FUNCTION_SET,
     database: config.DATABASE_URL ? "postgres" : "pglite",
     registry_mode: config.REGISTRY_MODE,
   };

@@ -6,7 +6,7 @@
 import { afterAll, expect, it, vi } from "vitest";
 import { mintToken } from "../../src/http/tokens.js";
 import { startServer, type RunningServer } from "../../src/entry/node.js";
-import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
+import { FUNCTION_SET, FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../../src/db/schema-version.js";
 import { useTestDatabase } from "../support/database.js";
 import { find, parseExposition, value } from "../support/exposition.js";
 import { TEST_SECRET } from "../support/http.js";
@@ -99,6 +99,7 @@ it("serves process and runtime metrics, the build, and every pool (catalog repli
         node_version: process.versions.node,
         schema_version: String(SCHEMA_VERSION),
         functions_checksum: FUNCTIONS_CHECKSUM,
+        function_set: FUNCTION_SET,
         database: "postgres",
         registry_mode: "all",
       },
