@@ -6,7 +6,8 @@
  */
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { createHash } from "node:crypto";
+import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { packageRoot } from "../../src/db/sql-files.js";
 
@@ -85,7 +86,9 @@ export function previousRelease(): Build | { unavailable: string } {
   } catch {
     return { unavailable: `release ${release.version} (commit ${release.commit}) is not in this checkout's git history (an archive or a shallow clone)` };
   }
-  return materialize(join(tmpdir(), `aip-release-${release.version}-${release.commit.slice(0, 12)}`), (dir) => {
+  // Per checkout (its node_modules are linked in) and per user (another user's copy may link a private one).
+  const checkout = createHash("sha256").update(`${packageRoot}\n${userInfo().uid}`).digest("hex").slice(0, 8);
+  return materialize(join(tmpdir(), `aip-release-${release.version}-${release.commit.slice(0, 12)}-${checkout}`), (dir) => {
     execFileSync("sh", ["-c", `git -C "${packageRoot}" archive "${release.commit}" | tar -x -C "${dir}"`], { stdio: "pipe" });
   });
 }

@@ -20,6 +20,39 @@ describe("migration kinds", () => {
   });
 });
 
+/** 0.1.0's last migration: every later one binds the expand/contract rule (docs/upgrades.md). */
+const BASE_RELEASE_VERSION = 10;
+
+/** What an expand migration may not do to what the previous release reads or writes. */
+const CONTRACTING: [RegExp, string][] = [
+  [/\bDROP\s+(TABLE|COLUMN|VIEW|INDEX)\b/i, "drops something"],
+  [/\bRENAME\b/i, "renames something"],
+  [/\bALTER\s+COLUMN\s+\S+\s+(SET\s+DATA\s+)?TYPE\b/i, "retypes a column"],
+  [/\bSET\s+NOT\s+NULL\b/i, "makes a column NOT NULL"],
+  [/\bADD\s+COLUMN\b(?:(?!,\s*ADD\b)[^;])*\bNOT\s+NULL\b(?![^;]*\bDEFAULT\b)/i, "adds a NOT NULL column without a default"],
+];
+
+describe("expand migrations after the base release", () => {
+  it("contract nothing the previous release uses (the rule of docs/upgrades.md; contract migrations are marked)", async () => {
+    const broken = (await loadMigrations())
+      .filter((m) => m.version > BASE_RELEASE_VERSION && m.kind === "expand")
+      .flatMap((m) => {
+        const sql = m.sql.replace(/--[^\n]*/g, "");
+        return CONTRACTING.filter(([pattern]) => pattern.test(sql)).map(([, what]) => `${m.name} ${what}`);
+      });
+    expect(broken).toEqual([]);
+  });
+
+  it("the check recognises what it refuses", () => {
+    const hits = (sql: string) => CONTRACTING.filter(([pattern]) => pattern.test(sql)).map(([, what]) => what);
+    expect(hits("ALTER TABLE t DROP COLUMN c")).toEqual(["drops something"]);
+    expect(hits("ALTER TABLE t ADD COLUMN c text NOT NULL")).toEqual(["adds a NOT NULL column without a default"]);
+    expect(hits("ALTER TABLE t ADD COLUMN c text NOT NULL DEFAULT ''")).toEqual([]);
+    expect(hits("ALTER TABLE t ALTER COLUMN c TYPE bigint")).toEqual(["retypes a column"]);
+    expect(hits("CREATE TABLE t (c text NOT NULL); CREATE INDEX IF NOT EXISTS i ON t (c)")).toEqual([]);
+  });
+});
+
 describe("a database's group roles", () => {
   it("are named after a plain database name, never as 0.1.0's shared roles", () => {
     expect(registryRoleNames("neondb")).toEqual({ data: "neondb_aip_data", control: "neondb_aip_control" });
