@@ -18,7 +18,17 @@ describe("through the runtime's dispatch (SELF)", () => {
 
   it("serves /healthz and /readyz", async () => {
     expect((await api.call("GET", "/healthz")).body).toEqual({ status: "ok" });
-    expect((await api.call("GET", "/readyz")).body).toMatchObject({ status: "ready" });
+    expect((await api.call("GET", "/readyz")).body).toMatchObject({ status: "ready", function_set: FUNCTION_SET });
+  });
+
+  it("reports its isolate as a server of its function set (what migrate --finalize counts)", async () => {
+    await api.call("GET", "/v1/fleet/status", { token: await api.admin() });
+    const rows = (await ownerSql(inject("workerDatabase")).query(
+      "SELECT instance_id, release FROM aip_schema_sightings WHERE set_name = $1 AND runtime = 'worker'",
+      [FUNCTION_SET],
+    )) as { instance_id: string; release: string }[];
+    expect(rows.length).toBeGreaterThan(0);
+    expect(rows[0]).toMatchObject({ instance_id: expect.stringMatching(/^isolate\//), release: expect.stringMatching(/^\d+\.\d+\.\d+/) });
   });
 
   it("serves /docs with the pinned Swagger UI from the CDN, integrity-checked (no asset copies in the bundle)", async () => {
