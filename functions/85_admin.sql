@@ -138,6 +138,7 @@ SET search_path FROM CURRENT
 SET lock_timeout = '2s' AS $$
 DECLARE
   v_set text := current_schema();
+  v_new boolean;
 BEGIN
   IF p_runtime IS NOT NULL AND p_instance IS NOT NULL THEN
     -- Bounded input: these come from our own servers, but the data role may call this with anything.
@@ -147,7 +148,14 @@ BEGIN
     INSERT INTO aip_schema_sightings AS s (set_name, instance_id, runtime, release, first_seen, last_seen)
     VALUES (v_set, p_instance, p_runtime, coalesce(p_release, ''), now(), now())
     ON CONFLICT (set_name, instance_id) DO UPDATE SET last_seen = now()
-      WHERE s.last_seen < now() - interval '30 seconds';
+      WHERE s.last_seen < now() - interval '30 seconds'
+    RETURNING (xmax = 0) INTO v_new;
+    -- Every Worker isolate is an instance of its own: a new one clears a few that are long gone
+    -- (a week: finalize's window is minutes to hours), so the table stays small.
+    IF v_new THEN
+      DELETE FROM aip_schema_sightings
+      WHERE ctid = ANY (ARRAY(SELECT ctid FROM aip_schema_sightings WHERE last_seen < now() - interval '7 days' LIMIT 100));
+    END IF;
   END IF;
   RETURN (
     SELECT json_build_object(

@@ -2,6 +2,6 @@
 export const RELEASE = "0.2.0";
 /** The newest expand migration this build knows: it needs the database at least there (contract migrations are cleanup, never needed). */
 export const SCHEMA_VERSION = 10;
-export const FUNCTIONS_CHECKSUM = "03ee6eed34b84b3eda1ff3d103b2c3a489d252825f91b1ede3007f5e8e26dfc0";
+export const FUNCTIONS_CHECKSUM = "c38e5cf17bf5bffcd1bd9ba4a1554a8c90f10b329a4d8c2f73b4637cc067234d";
 /** The schema this build's functions are installed in and called from (docs/upgrades.md). */
-export const FUNCTION_SET = "aip_fn_03ee6eed34b8";
+export const FUNCTION_SET = "aip_fn_c38e5cf17bf5";

@@ -197,3 +197,19 @@ describe("migrate --finalize", () => {
     await expect(run(db)).rejects.toThrow(new RegExp(`finalized for builds of schema version ${n + 1} and later; this build is at ${n}`));
   });
 });
+
+describe("sightings", () => {
+  it("are kept one per server instance, refreshed at most every 30 s, and a new instance clears those gone a week", async () => {
+    const db = await database();
+    const server = (instance: string) => serverOf(db, FUNCTION_SET, { runtime: "worker", instance });
+    const rows = async () =>
+      (await db.owner.query("SELECT instance_id, last_seen::text FROM aip_schema_sightings WHERE set_name = $1 ORDER BY instance_id", [FUNCTION_SET])).rows;
+    await server("isolate/a").schemaStatus();
+    const first = await rows();
+    await server("isolate/a").schemaStatus();
+    expect(await rows()).toEqual(first);
+    await db.owner.query("UPDATE aip_schema_sightings SET last_seen = now() - interval '8 days' WHERE instance_id = 'isolate/a'");
+    await server("isolate/b").schemaStatus();
+    expect((await rows()).map((r) => r.instance_id)).toEqual(["isolate/b"]);
+  });
+});
