@@ -1,11 +1,12 @@
 -- Who may call what. Runtime roles have no table privileges at all (migration 0001); they reach
 -- the tables only through these SECURITY DEFINER entry points, which run as the owner.
 --   aip_registry_control: publication, administrative reads, operator replica lifecycle, route
---                         export
+--                         export, making the route retention policy stricter
 --   aip_registry_data:    catalog reads, routing, settlement, host replica lifecycle (always with
 --                         the host's principal), the registry reader, lease expiry, route
---                         retention, fleet status
--- Everything else (the helpers above) is callable by the owner only.
+--                         retention, making its policy stricter, fleet status
+-- Everything else (the helpers above, and relaxing the route retention policy:
+-- aip_set_route_retention_policy) is callable by the owner only.
 
 DO $$
 DECLARE
@@ -27,7 +28,8 @@ GRANT EXECUTE ON FUNCTION
   aip_check_invariants(),
   aip_schema_status(),
   aip_admin_routes_page(timestamptz, timestamptz, text, integer),
-  aip_record_route_export(timestamptz, timestamptz)
+  aip_record_route_export(timestamptz, timestamptz),
+  aip_route_retention_policy(integer, boolean)
 TO aip_registry_control;
 
 GRANT EXECUTE ON FUNCTION
@@ -43,6 +45,7 @@ GRANT EXECUTE ON FUNCTION
   aip_registry_read(text, text, text, text),
   aip_expire_leases(integer),
   aip_remove_settled_routes(integer, boolean, integer),
+  aip_route_retention_policy(integer, boolean),
   aip_fleet_status(),
   aip_fleet_regions(integer),
   aip_check_invariants(),
