@@ -29,6 +29,7 @@ import {
   timestamp,
   unique,
 } from "drizzle-orm/pg-core";
+import { ROUTE_RETENTION_DAYS } from "../src/limits.js";
 import { INSTANCE_STATUSES, REPLICA_STATUSES, SETTLEMENT_OUTCOMES, STORED_VERSION_STATUSES } from "../src/vocabulary.js";
 
 const ms = (name: string) => timestamp(name, { withTimezone: true, precision: 3, mode: "string" });
@@ -470,12 +471,20 @@ export const routeAssignments = pgTable(
 );
 
 /**
- * Route retention's watermarks, one row (functions/82_retention.sql):
+ * Route retention's policy and watermarks, one row (functions/82_retention.sql). The policy is
+ * the database's, not a caller's: removal applies it whoever calls, and the table itself refuses
+ * to lose a route it does not allow (the guard trigger of migration 0010).
+ * - retention_days, require_export: the policy. Runtime roles may only make it stricter (a longer
+ *   window, export required; 0 days keeps every route); only the owner may relax it;
  * - removed_before: every route retention removed was settled before it; a new route for an
  *   `act_` + UUIDv7 action minted before it is refused (`route-expired`), as its route may have
  *   been removed and a fresh one could reroute a committed action;
  * - exported_before: an export covered every route settled before it (`aip-registry routes
- *   export`); with ROUTE_RETENTION_REQUIRE_EXPORT, retention removes nothing settled after it.
+ *   export`); with require_export, retention removes nothing settled after it. It never passes
+ *   read_through_at;
+ * - read_through_at, read_through_action: how far export pages have handed out released routes,
+ *   contiguously from the start ((settled_at, action_id) keyset order): every released route
+ *   settled before read_through_at has left the database in an export page.
  */
 export const routeRetention = pgTable(
   "aip_route_retention",
@@ -484,6 +493,21 @@ export const routeRetention = pgTable(
     removedBefore: ms("removed_before"),
     exportedBefore: ms("exported_before"),
     updatedAt: updatedAt(),
+    retentionDays: integer("retention_days").notNull().default(ROUTE_RETENTION_DAYS.default),
+    requireExport: boolean("require_export").notNull().default(false),
+    readThroughAt: ms("read_through_at"),
+    readThroughAction: text("read_through_action"),
   },
-  (t) => [check("aip_route_retention_singleton", sql`${t.singleton}`)],
+  (t) => [check("aip_route_retention_singleton", sql`${t.singleton}`), check("aip_route_retention_days", sql`${t.retentionDays} >= 0`)],
 );
+
+/**
+ * Actions whose removed route their ID cannot vouch for: an ID with no minting time in it, or one
+ * whose time is not before its route's settlement (a gateway clock far ahead). A new route for one
+ * of them is refused (`route-expired`) as for an `act_` + UUIDv7 minted before removed_before.
+ * Written by the removal trigger of migration 0010, whatever removed the route; never removed.
+ */
+export const removedActions = pgTable("aip_removed_actions", {
+  actionId: text("action_id").primaryKey(),
+  removedAt: ms("removed_at").notNull().default(sql`now()`),
+});

@@ -11,11 +11,22 @@
 --    definitions) are written in this transaction, before the lock (aip_pub_store_versions,
 --    22_publish_versions.sql): immutable under their keys, invisible until the commit, rolled back
 --    with a refused batch.
--- 3. Apply (exclusive lock): its op's aip_pub_<op> checks each prepared change against stored
+-- 3. Lock (no catalog lock): the stored records the changes will write are locked, in one order
+--    for every publication (aip_pub_targets: record kind, then key). A record held by concurrent
+--    work (a replica busy with routing, settlement or a host's heartbeat; another publication's
+--    record) is waited for here, where no reader or resolver waits for us.
+-- 4. Apply (exclusive lock): its op's aip_pub_<op> checks each prepared change against stored
 --    state, writes what the revision makes visible, and reports it (aip_pub_result): its outcome
 --    ('created' | 'updated' | 'unchanged'), the members that name its record, and what it
 --    touched. The revision advances once if anything but replica provisioning changed, and so does
 --    the revision of each tenant whose visible catalog changed (aip_refresh_catalog_entries).
+--    Under the exclusive lock every catalog read and new route waits for us, so nothing here
+--    waits for a row: a lock still held by someone else is given up at once (`busy`).
+--
+-- Records are locked FOR NO KEY UPDATE (every op updates non-key columns only): the key-share
+-- locks of foreign-key checks (a route referencing its instance, version and replica) do not
+-- conflict with it, so a resolver holding the shared catalog lock never waits for a publisher
+-- that waits for the exclusive one.
 --
 -- One file per record kind holds its ops (21_publish_types.sql ... 26_publish_replicas.sql), and
 -- the "Know what may change" rules of the specification for its kind. What is fixed is compared
@@ -73,6 +84,47 @@ BEGIN
 END
 $$;
 
+-- The stored records the prepared changes write, each once, in the order every publication locks
+-- them: kind (types, versions, instances, bindings, policies, replicas), then key. With the first
+-- change that names it, for a refusal. A record that does not exist yet is not locked (its
+-- insert cannot wait for a concurrent publication's: that one commits before we hold the lock).
+CREATE FUNCTION aip_pub_targets(p_prepared jsonb[]) RETURNS TABLE (kind integer, key text[], change_index integer)
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT DISTINCT ON (t.kind, t.key) t.kind, t.key, t.change_index
+  FROM (SELECT CASE c.n ->> 'op'
+                 WHEN 'put_connector_type' THEN 1 WHEN 'set_connector_type_enabled' THEN 1
+                 WHEN 'admit_version' THEN 2 WHEN 'set_version_status' THEN 2 WHEN 'set_version_qualification' THEN 2
+                 WHEN 'put_instance' THEN 3 WHEN 'put_binding' THEN 4 WHEN 'put_admission_policy' THEN 5
+                 WHEN 'put_replica' THEN 6 END AS kind,
+               CASE c.n ->> 'op'
+                 WHEN 'put_connector_type' THEN ARRAY[c.n ->> 'type_id'] WHEN 'set_connector_type_enabled' THEN ARRAY[c.n ->> 'type_id']
+                 WHEN 'put_instance' THEN ARRAY[c.n ->> 'instance_id']
+                 WHEN 'put_binding' THEN ARRAY[c.n ->> 'tenant_id', c.n ->> 'capability_id', c.n ->> 'instance_id']
+                 WHEN 'put_admission_policy' THEN ARRAY[c.n ->> 'policy_ref']
+                 WHEN 'put_replica' THEN ARRAY[c.n ->> 'replica_id']
+                 ELSE ARRAY[c.n ->> 'version_id'] END AS key,
+               (c.i - 1)::integer AS change_index
+        FROM unnest(p_prepared) WITH ORDINALITY c(n, i)) t
+  ORDER BY t.kind, t.key, t.change_index
+$$;
+
+-- Locks one target of aip_pub_targets, waiting (up to the publication's lock_timeout) while
+-- another transaction holds it.
+CREATE FUNCTION aip_pub_lock_target(p_kind integer, p_key text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  CASE p_kind
+    WHEN 1 THEN PERFORM 1 FROM aip_connector_types WHERE type_id = p_key[1] FOR NO KEY UPDATE;
+    WHEN 2 THEN PERFORM 1 FROM aip_connector_versions WHERE version_id = p_key[1] FOR NO KEY UPDATE;
+    WHEN 3 THEN PERFORM 1 FROM aip_connector_instances WHERE instance_id = p_key[1] FOR NO KEY UPDATE;
+    WHEN 4 THEN PERFORM 1 FROM aip_capability_bindings
+                WHERE tenant_id = p_key[1] AND capability_id = p_key[2] AND instance_id = p_key[3] FOR NO KEY UPDATE;
+    WHEN 5 THEN PERFORM 1 FROM aip_admission_policies WHERE policy_ref = p_key[1] FOR NO KEY UPDATE;
+    WHEN 6 THEN PERFORM 1 FROM aip_connector_replicas WHERE replica_id = p_key[1] FOR NO KEY UPDATE;
+  END CASE;
+END
+$$;
+
 -- Validates and normalizes one change record (no stored state is read): {op, ...normalized fields}.
 CREATE FUNCTION aip_pub_prepare(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -99,10 +151,11 @@ $$;
 -- Entry point (control role). Applies every change or none; a dry run applies them inside a
 -- subtransaction and rolls it back, reporting what would have happened.
 --
--- Every change is prepared, and its content-addressed rows stored, before the exclusive
--- publication lock is taken, so the lock is held only for the checks against stored state and the
--- writes the revision makes visible: readers and resolvers queue behind a publication for
--- milliseconds, not for the seconds a 4 MiB manifest takes to canonicalize and store.
+-- Every change is prepared, its content-addressed rows stored and the records it writes locked,
+-- before the exclusive publication lock is taken, so the lock is held only for the checks against
+-- stored state and the writes the revision makes visible, and never while waiting for a row:
+-- readers and resolvers queue behind a publication for milliseconds, not for the seconds a 4 MiB
+-- manifest takes to canonicalize and store, nor for a replica row another session holds.
 CREATE FUNCTION aip_publish(p_changes jsonb, p_dry_run boolean DEFAULT false) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path FROM CURRENT
@@ -122,8 +175,9 @@ DECLARE
   v_versions text[] := '{}';
   v_types text[] := '{}';
   v_report jsonb;
+  v_target record;
   -- What a lock wait that runs out was waiting for: a content row another publication is storing,
-  -- the catalog lock, or a record under it.
+  -- a record the changes write, the catalog lock, or a row under it.
   v_waiting text;
   v_state text;
   v_message text;
@@ -146,9 +200,18 @@ BEGIN
     -- written under it.
     v_waiting := 'content';
     v_prepared := aip_pub_store_versions(v_prepared);
+    v_waiting := 'record';
+    FOR v_target IN SELECT * FROM aip_pub_targets(v_prepared) LOOP
+      v_index := v_target.change_index;
+      PERFORM aip_pub_lock_target(v_target.kind, v_target.key);
+    END LOOP;
+    v_index := -1;
     v_waiting := 'catalog';
     v_revision := aip_catalog_revision_exclusive();
-    v_waiting := 'record';
+    -- From here every catalog read and new route waits for us: a row someone else still holds
+    -- (none should be: the records are ours) is given up at once rather than waited for.
+    PERFORM set_config('lock_timeout', '50ms', true);
+    v_waiting := 'locked';
     FOREACH v_change IN ARRAY v_prepared LOOP
       v_index := v_index + 1;
       v_result := aip_pub_apply(v_change);
@@ -164,6 +227,7 @@ BEGIN
       END IF;
       v_results := v_results || (v_result - 'touches');
     END LOOP;
+    v_waiting := 'refresh';
     IF v_catalog_changed THEN
       UPDATE aip_catalog_revision SET revision = revision + 1, published_at = now() WHERE singleton
       RETURNING revision INTO v_revision;
@@ -190,9 +254,10 @@ BEGIN
         CASE v_waiting
           WHEN 'catalog' THEN 'the catalog publication lock stayed busy (catalog reads, new routes or another publication); nothing was published, retry'
           WHEN 'content' THEN 'a concurrent publication is storing the same manifest or capability definition; nothing was published, retry'
-          ELSE format('changes[%s] waited too long for a record held by concurrent work (a replica busy with routing, or another publication); nothing was published, retry', v_index) END,
+          WHEN 'record' THEN format('changes[%s] waited too long for a record held by concurrent work (a replica busy with routing, or another publication); nothing was published, retry', v_index)
+          ELSE 'a row the publication writes under the catalog lock was held by concurrent work, and the publication does not wait for rows while readers and resolvers wait for it; nothing was published, retry' END,
         jsonb_build_object('retry_after_ms', aip_retry_after_later_ms())
-        || CASE WHEN v_waiting = 'record' THEN jsonb_build_object('change_index', v_index) ELSE '{}'::jsonb END);
+        || CASE WHEN v_waiting IN ('record', 'locked') THEN jsonb_build_object('change_index', v_index) ELSE '{}'::jsonb END);
     WHEN OTHERS THEN
       -- Name the failing change; everything before it is rolled back with the statement.
       GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;

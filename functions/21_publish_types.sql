@@ -24,7 +24,7 @@ DECLARE
   v_field text;
   t aip_connector_types;
 BEGIN
-  SELECT * INTO t FROM aip_connector_types WHERE type_id = v.type_id FOR UPDATE;
+  SELECT * INTO t FROM aip_connector_types WHERE type_id = v.type_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     v.created_at := now();
     v.updated_at := now();
@@ -61,7 +61,7 @@ DECLARE
   v_touches jsonb := jsonb_build_object('type', v.type_id);
   t aip_connector_types;
 BEGIN
-  SELECT * INTO t FROM aip_connector_types WHERE type_id = v.type_id FOR UPDATE;
+  SELECT * INTO t FROM aip_connector_types WHERE type_id = v.type_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     PERFORM aip_fail('not-found', format('connector type `%s` was not found', v.type_id), jsonb_build_object('connector_type_id', v.type_id));
   END IF;

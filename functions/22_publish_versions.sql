@@ -36,7 +36,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v aip_connector_versions;
 BEGIN
-  SELECT * INTO v FROM aip_connector_versions WHERE version_id = p_version_id FOR UPDATE;
+  SELECT * INTO v FROM aip_connector_versions WHERE version_id = p_version_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     PERFORM aip_fail('not-found', format('connector version `%s` was not found', p_version_id), jsonb_build_object('version_id', p_version_id));
   END IF;
@@ -467,7 +467,7 @@ BEGIN
   -- as stored it is unchanged, anything else is a conflict naming the first field that differs.
   -- Status included (when the put states one): it moves only through set_version_status, so a
   -- GitOps loop re-applying a version's original admission cannot demote or revive it.
-  SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v.version_id FOR UPDATE;
+  SELECT * INTO v_existing FROM aip_connector_versions WHERE version_id = v.version_id FOR NO KEY UPDATE;
   IF FOUND THEN
     v_other := aip_version_difference(v_existing, v);
     IF v_other = 'status' THEN

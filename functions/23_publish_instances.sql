@@ -36,7 +36,7 @@ BEGIN
     PERFORM aip_invalid_field('version_id', format('belongs to connector type `%s`, not `%s`', v_version.type_id, v.type_id));
   END IF;
 
-  SELECT * INTO i FROM aip_connector_instances WHERE instance_id = v.instance_id FOR UPDATE;
+  SELECT * INTO i FROM aip_connector_instances WHERE instance_id = v.instance_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     v.created_at := now();
     v.updated_at := now();

@@ -25,7 +25,7 @@ DECLARE
   v_exists boolean;
 BEGIN
   SELECT * INTO b FROM aip_capability_bindings
-  WHERE tenant_id = v.tenant_id AND capability_id = v.capability_id AND instance_id = v.instance_id FOR UPDATE;
+  WHERE tenant_id = v.tenant_id AND capability_id = v.capability_id AND instance_id = v.instance_id FOR NO KEY UPDATE;
   v_exists := FOUND;
   -- An identical re-put is a no-op even when the instance has since rolled out to a version
   -- without this (necessarily disabled) binding's capability.

@@ -27,7 +27,7 @@ DECLARE
   v_names jsonb := jsonb_build_object('policy_ref', v.policy_ref);
   o aip_admission_policies;
 BEGIN
-  SELECT * INTO o FROM aip_admission_policies WHERE policy_ref = v.policy_ref FOR UPDATE;
+  SELECT * INTO o FROM aip_admission_policies WHERE policy_ref = v.policy_ref FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     v.created_at := now();
     v.updated_at := now();

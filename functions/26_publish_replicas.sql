@@ -82,7 +82,7 @@ BEGIN
     PERFORM aip_fail('not-found', format('connector instance `%s` was not found', v.instance_id), jsonb_build_object('instance_id', v.instance_id));
   END IF;
 
-  SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = v.replica_id FOR UPDATE;
+  SELECT * INTO r FROM aip_connector_replicas WHERE replica_id = v.replica_id FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     IF v_instance.version_id <> v.version_id THEN
       PERFORM aip_invalid_field('version_id', format('does not match the instance rollout version `%s`', v_instance.version_id));

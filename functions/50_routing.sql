@@ -16,7 +16,7 @@
 -- Contention is never answered as a storage failure. A wait that runs out of lock_timeout (every
 -- eligible replica busy, a busy admission counter, the pinned replica of a retry, a publication
 -- holding the catalog, a duplicate request holding the action) is answered capacity-exceeded for
--- a counter and replica-unavailable otherwise, both with retry guidance.
+-- a counter, busy for the action and replica-unavailable otherwise, all with retry guidance.
 
 -- A replica's own state admits new work: ready, lease live, a free slot, circuit closed. Kept
 -- apart from the catalog chain because it is the part that changes without the publication lock:
@@ -318,10 +318,15 @@ BEGIN
     RETURN json_build_object('outcome', 'created', 'assignment', aip_assignment_json(a));
   EXCEPTION WHEN lock_not_available THEN
     -- Counters and the pinned replica answer their own waits (aip_reserve_scopes,
-    -- aip_reacquire_route); what is left is named by v_waiting.
+    -- aip_reacquire_route); what is left is named by v_waiting. A duplicate request holding the
+    -- action says nothing about replicas (the action may well have a route): it is contention,
+    -- `busy`, as for a settlement of the same action.
+    IF v_waiting = 'action' THEN
+      PERFORM aip_fail('busy', format('another request for action `%s` is still being decided; nothing was changed, retry', p_action_id),
+                       jsonb_build_object('action_id', p_action_id, 'retry_after_ms', aip_retry_after_later_ms()));
+    END IF;
     PERFORM aip_fail('replica-unavailable',
       CASE v_waiting
-        WHEN 'action' THEN format('another request for action `%s` is still being decided; retry', p_action_id)
         WHEN 'replica' THEN format('every eligible connector replica for instance `%s` is busy; retry', v_best_instance)
         WHEN 'catalog' THEN 'a catalog publication is in progress; retry'
         ELSE 'the routing decision could not take its locks in time; retry' END,

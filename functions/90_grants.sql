@@ -2,11 +2,13 @@
 -- through these SECURITY DEFINER entry points, which run as the owner. The roles are this
 -- database's own (aip_schema_roles, made by the migrator: src/db/migrate.ts), so a login role
 -- made for another registry database on the same server can execute nothing here.
---   control role: publication, administrative reads, operator replica lifecycle, route export
+--   control role: publication, administrative reads, operator replica lifecycle, route export,
+--                 making the route retention policy stricter
 --   data role:    catalog reads, routing, settlement, host replica lifecycle (always with the
---                 host's principal), the registry reader, lease expiry, route retention, fleet
---                 status
--- Everything else (the helpers above) is callable by the owner only. This file runs with the
+--                 host's principal), the registry reader, lease expiry, route retention, making
+--                 its policy stricter, fleet status
+-- Everything else (the helpers above, and relaxing the route retention policy:
+-- aip_set_route_retention_policy) is callable by the owner only. This file runs with the
 -- function set's schema first on the search path (src/db/migrate.ts): the names below are the
 -- set's own functions, and the grants are on the set's schema.
 
@@ -23,7 +25,8 @@ DECLARE
     'aip_check_invariants()',
     'aip_schema_status(text, text, text)',
     'aip_admin_routes_page(timestamptz, timestamptz, text, integer)',
-    'aip_record_route_export(timestamptz, timestamptz)'];
+    'aip_record_route_export(timestamptz, timestamptz)',
+    'aip_route_retention_policy(integer, boolean)'];
   v_data text[] := ARRAY[
     'aip_catalog_page(text, jsonb, bigint)',
     'aip_catalog_get(text, text, bigint)',
@@ -37,6 +40,7 @@ DECLARE
     'aip_registry_read(text, text, text, text)',
     'aip_expire_leases(integer)',
     'aip_remove_settled_routes(integer, boolean, integer)',
+    'aip_route_retention_policy(integer, boolean)',
     'aip_fleet_status()',
     'aip_fleet_regions(integer)',
     'aip_check_invariants()',

@@ -36,6 +36,7 @@ export type PublicationResult = z.infer<typeof S.PublicationResult>;
 export type FleetStatus = z.infer<typeof S.FleetStatus>;
 export type LeaseExpiryResult = z.infer<typeof S.LeaseExpiryResult>;
 export type RouteRetentionResult = z.infer<typeof S.RouteRetentionResult>;
+export type RouteRetentionPolicy = z.infer<typeof S.RouteRetentionPolicy>;
 export type RoutesPage = z.infer<typeof S.RoutesPage>;
 export type RouteEvidence = z.infer<typeof S.RouteEvidence>;
 export type RouteExportWatermarks = z.infer<typeof S.RouteExportWatermarks>;

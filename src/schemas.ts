@@ -320,22 +320,43 @@ export type RouteState = z.infer<typeof RouteState>;
 /** A time in a query or body: RFC 3339 with a UTC offset (`2026-11-01T00:00:00Z`). */
 export const TimeInput = z.iso.datetime({ offset: true, error: "must be an RFC 3339 time with an offset, e.g. 2026-11-01T00:00:00Z" });
 
-export const RouteRetentionResult = z
+/** The database's route retention policy and watermarks (aip_route_retention_policy, functions/82_retention.sql). */
+export const RouteRetentionPolicy = z
   .object({
-    removed: Count.openapi({ description: "Released routes removed; `limit` of them means more are due." }),
+    retention_days: Count.openapi({
+      description:
+        "The evidence window the database applies, whoever asks for a batch: a released route is removed this many days after its last settlement (0: every route is kept). Servers can only lengthen it; the owner alone shortens it.",
+    }),
+    require_export: z.boolean().openapi({ description: "Only routes an export covered (`exported_before`) are removed. Servers can only turn it on." }),
     removed_before: Timestamp.nullable().openapi({
       description:
         "Every route retention ever removed was settled before this time; a new route for an `act_` + UUIDv7 action minted before it (plus an hour) is refused `route-expired`. Null: nothing removed yet.",
     }),
     exported_before: Timestamp.nullable().openapi({ description: "An export covered every route settled before this time (null: none recorded)." }),
-    next_due: Timestamp.nullable().openapi({
-      description:
-        "When the oldest released route left reaches the end of its window (with ROUTE_RETENTION_REQUIRE_EXPORT: of the exported ones); null when there is none.",
+    export_read_before: Timestamp.nullable().openapi({
+      description: "Export pages have handed out every released route settled before this time; `exported_before` never passes it.",
     }),
   })
-  .openapi("RouteRetentionResult", {
-    example: { removed: 500, removed_before: "2026-11-01T09:12:44.318Z", exported_before: null, next_due: "2026-11-01T09:12:44.391Z" },
-  });
+  .openapi("RouteRetentionPolicy");
+export type RouteRetentionPolicy = z.infer<typeof RouteRetentionPolicy>;
+
+export const RouteRetentionResult = RouteRetentionPolicy.extend({
+  removed: Count.openapi({ description: "Released routes removed; `limit` of them means more are due." }),
+  next_due: Timestamp.nullable().openapi({
+    description:
+      "When the oldest released route left reaches the end of its window (with require_export: of the exported ones); null when there is none, or every route is kept.",
+  }),
+}).openapi("RouteRetentionResult", {
+  example: {
+    removed: 500,
+    retention_days: 30,
+    require_export: false,
+    removed_before: "2026-11-01T09:12:44.318Z",
+    exported_before: null,
+    export_read_before: null,
+    next_due: "2026-11-01T09:12:44.391Z",
+  },
+});
 export type RouteRetentionResult = z.infer<typeof RouteRetentionResult>;
 
 /** One exported route: what GET /v1/routes/{action_id} describes (the assignment and its reservation state). */

@@ -18,6 +18,7 @@ import {
   type PublicationResult,
   type Readiness,
   type RouteExportWatermarks,
+  type RouteRetentionPolicy,
   type RouteRetentionResult,
   type RoutesPage,
 } from "../client.js";
@@ -46,6 +47,11 @@ export interface Backend {
   removeSettledRoutes(limit: number, window?: RetentionWindow): Promise<RouteRetentionResult>;
   routesPage(query: RoutesQuery): Promise<RoutesPage>;
   recordRouteExport(settledAfter: string | null, settledBefore: string): Promise<RouteExportWatermarks>;
+  /**
+   * The database's route retention policy; with `change`, set as given first. Over SQL only: it is
+   * the database owner's (a runtime role's connection is refused `forbidden`).
+   */
+  retentionPolicy(change?: { days?: number; requireExport?: boolean }): Promise<RouteRetentionPolicy>;
   /**
    * Every change in a tenant's catalog after `since` (all pages), and the revision reached.
    * Over HTTP the tenant is the token's and `tenantId` must be absent; over SQL it is required.
@@ -108,6 +114,9 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
     },
     routesPage: (query) => client.routesPage(query),
     recordRouteExport: (after, before) => client.recordRouteExport(after, before),
+    async retentionPolicy() {
+      throw new Error("the route retention policy is the database owner's: over SQL only");
+    },
     async catalogChanges(tenantId, since, limit) {
       if (tenantId) throw new Error("over HTTP the tenant is the token's");
       return client.catalogChangesAll(since, limit ? { limit } : {});

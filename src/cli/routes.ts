@@ -1,10 +1,11 @@
 /**
- * `routes export` (released routes as NDJSON, page by page, then the export watermark) and
- * `routes prune` (route retention now).
+ * `routes export` (released routes as NDJSON, page by page, then the export watermark), `routes
+ * prune` (route retention now) and `routes policy` (its policy: shown, or set by the owner).
  */
 import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { clampPage, ROUTE_RETENTION_BATCH, ROUTE_RETENTION_DAYS, ROUTES_EXPORT_PAGE, type RangeBound } from "../limits.js";
+import { RegistryError } from "../registry/errors.js";
 import type { RetentionWindow } from "./backend.js";
 import { EXIT, UsageError, durationMs, str, withBackend, type CommandContext } from "./context.js";
 
@@ -30,7 +31,10 @@ export async function routes(ctx: CommandContext): Promise<number> {
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`);
   if (sub === "export") return exportRoutes(ctx);
   if (sub === "prune") return prune(ctx);
-  throw new UsageError(sub === undefined ? "routes needs a subcommand: export or prune" : `unknown routes subcommand "${sub}": export or prune`);
+  if (sub === "policy") return policy(ctx);
+  throw new UsageError(
+    sub === undefined ? "routes needs a subcommand: export, prune or policy" : `unknown routes subcommand "${sub}": export, prune or policy`,
+  );
 }
 
 /** Writes to a stream, waiting whenever its buffer is full: memory stays bounded by one page. */
@@ -124,6 +128,43 @@ async function prune(ctx: CommandContext): Promise<number> {
       ctx.values.json === true
         ? JSON.stringify(result)
         : `removed ${removed} ${removed === 1 ? "route" : "routes"}; removed before ${result.removed_before ?? "(none yet)"}; next due ${result.next_due ?? "(none)"}`,
+    );
+    return EXIT.ok;
+  });
+}
+
+/**
+ * The database's route retention policy: shown, or set as given with the owner's --database-url
+ * (shorter windows and dropping the export requirement included; servers can only make it stricter).
+ */
+async function policy(ctx: CommandContext): Promise<number> {
+  if (str(ctx.values, "database-url") === undefined) {
+    throw new UsageError("routes policy works over SQL only (--database-url): the policy is the database owner's");
+  }
+  if (ctx.values["require-export"] === true && ctx.values["no-require-export"] === true) {
+    throw new UsageError("--require-export and --no-require-export contradict each other");
+  }
+  const daysText = str(ctx.values, "retention-days");
+  const change = {
+    ...(daysText !== undefined ? { days: boundedInt(daysText, "retention-days", ROUTE_RETENTION_DAYS) } : {}),
+    ...(ctx.values["require-export"] === true ? { requireExport: true } : ctx.values["no-require-export"] === true ? { requireExport: false } : {}),
+  };
+  return withBackend(ctx, [], async (backend) => {
+    const result = await backend.retentionPolicy(Object.keys(change).length > 0 ? change : undefined).catch((error: unknown) => {
+      if (error instanceof RegistryError && error.code === "forbidden") {
+        throw new RegistryError(
+          "forbidden",
+          "only the database owner may set the route retention policy: use the owner's --database-url (a server's runtime role can only make it stricter, with ROUTE_RETENTION_DAYS and ROUTE_RETENTION_REQUIRE_EXPORT)",
+          error.extensions,
+        );
+      }
+      throw error;
+    });
+    ctx.io.out(
+      ctx.values.json === true
+        ? JSON.stringify(result)
+        : `route retention: ${result.retention_days === 0 ? "every route is kept" : `released routes are removed ${result.retention_days} days after their last settlement`}` +
+            `${result.require_export ? ", once exported" : ""}; exported before ${result.exported_before ?? "(none yet)"}; removed before ${result.removed_before ?? "(none yet)"}`,
     );
     return EXIT.ok;
   });

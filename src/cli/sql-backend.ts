@@ -59,6 +59,8 @@ export async function sqlBackend(databaseUrl: string): Promise<Backend> {
     },
     routesPage: (query) => registry.routesPage(query),
     recordRouteExport: (after, before) => registry.recordRouteExport(after, before),
+    retentionPolicy: (change) =>
+      change ? registry.setRouteRetentionPolicy(change.days ?? null, change.requireExport ?? null) : registry.routeRetentionPolicy(null, null),
     async catalogChanges(tenantId, since, limit) {
       if (!tenantId) throw new Error("over SQL the tenant must be given");
       const changes: CatalogChange[] = [];

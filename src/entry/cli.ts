@@ -86,7 +86,7 @@ const COMMANDS: Record<string, Command> = {
     run: async (ctx) => (await import("../cli/fleet.js")).expireLeases(ctx),
   },
   routes: {
-    summary: "Export released routes as NDJSON (routes export), or run route retention now (routes prune)",
+    summary: "Export released routes as NDJSON (routes export), run route retention now (routes prune), or show and set its policy (routes policy)",
     usage:
       "routes export --before TIME [--after TIME] [--out FILE] [--limit N] [--no-record] [--json] [--url URL] [--token T | --database-url URL]\n" +
       "  Every tenant's released routes settled in [--after, --before), one JSON object per line (GET /v1/routes/{action_id}'s\n" +
@@ -96,7 +96,11 @@ const COMMANDS: Record<string, Command> = {
       "routes prune [--limit N] [--all] [--json] [--url URL] [--token T | --database-url URL [--retention-days N] [--require-export]]\n" +
       `  Removes released routes past the evidence window now: --limit per batch (default ${ROUTE_RETENTION_BATCH.default}, at most ${ROUTE_RETENTION_BATCH.max});\n` +
       "  --all repeats until a batch comes back short. Over HTTP the server's ROUTE_RETENTION_DAYS applies; over SQL --retention-days,\n" +
-      "  else ROUTE_RETENTION_DAYS, else 30 (and --require-export or ROUTE_RETENTION_REQUIRE_EXPORT).",
+      "  else ROUTE_RETENTION_DAYS, else 30 (and --require-export or ROUTE_RETENTION_REQUIRE_EXPORT): either can only make the\n" +
+      "  database's policy stricter, which is what applies.\n" +
+      "routes policy --database-url URL [--retention-days N] [--require-export | --no-require-export] [--json]\n" +
+      "  Shows the database's route retention policy; with the owner's URL, sets it (shorter windows and dropping the export\n" +
+      "  requirement included: servers can only make it stricter, with their ROUTE_RETENTION_DAYS and _REQUIRE_EXPORT).",
     options: {
       ...HTTP,
       before: { type: "string" },
@@ -107,6 +111,7 @@ const COMMANDS: Record<string, Command> = {
       all: { type: "boolean" },
       "retention-days": { type: "string" },
       "require-export": { type: "boolean" },
+      "no-require-export": { type: "boolean" },
     },
     run: async (ctx) => (await import("../cli/routes.js")).routes(ctx),
   },

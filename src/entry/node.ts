@@ -44,11 +44,12 @@ import { drainable, type Drainable, type DrainReport } from "../node/drain.js";
 import { serveUntilSignal } from "../node/signals.js";
 import { installTransport, TRANSPORT_SERVER_OPTIONS } from "../node/transport.js";
 import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-history.js";
-import { RetentionSchedule, retentionSettings } from "../maintenance/route-retention.js";
+import { RetentionSchedule, retentionSettings, type RetentionSettings } from "../maintenance/route-retention.js";
 import { jsonLines } from "../observability/access-log.js";
 import { nodeMetrics } from "../observability/node-metrics.js";
 import { Registry, type ServerIdentity } from "../registry/registry.js";
 import { SIGHTING_INTERVAL_MS } from "../registry/schema-gate.js";
+import type { RouteRetentionPolicy } from "../schemas.js";
 
 export interface RunningServer {
   url: string;
@@ -328,6 +329,7 @@ export async function startServer(
     if (!verdict.ok) throw new StartupError(`refusing to serve ${target}: ${verdict.reason}`);
     // Works, but outside development it gives up every boundary the runtime roles draw: say so loudly.
     if (verdict.role_warning && config.DATABASE_URL) console.error(JSON.stringify({ level: "warn", msg: verdict.role_warning }));
+    await statePolicy(database.registry, retentionSettings(config), target);
   } catch (error) {
     await database?.close().catch(() => {});
     await lock?.release();
@@ -348,7 +350,7 @@ export async function startServer(
       ? createMaintenanceTimer(registry, {
           minIntervalMs: config.LEASE_MAINTENANCE_INTERVAL_MS,
           bounds: { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES },
-          ...(retention ? { retention: new RetentionSchedule(retention) } : {}),
+          ...(retention.days > 0 ? { retention: new RetentionSchedule(retention) } : {}),
           changeHistory: new ChangeHistorySchedule(changeHistorySettings(config)),
           ...(options.maintenanceClock ? { clock: options.maintenanceClock } : {}),
           onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
@@ -366,7 +368,7 @@ export async function startServer(
       authenticator,
       log: accessLog,
       onLease: maintenance ? (notice) => maintenance.note(notice.expires_at) : undefined,
-      routeRetention: retention,
+      routeRetention: retention.days > 0 ? retention : undefined,
       transportFailure: transport.transportFailure,
       ...(config.COMPRESSION ? { compressor: nodeCompressor } : {}),
       catalog: {
@@ -422,6 +424,33 @@ export async function startServer(
       })()),
   };
   return running;
+}
+
+/**
+ * The database's route retention policy made at least as strict as this server's
+ * ROUTE_RETENTION_DAYS and ROUTE_RETENTION_REQUIRE_EXPORT, before the server serves: a server can
+ * only tighten it (functions/82_retention.sql); a looser configuration than the stored policy is
+ * reported, since the stricter policy is what applies.
+ */
+async function statePolicy(registry: Registry, retention: RetentionSettings, target: string): Promise<void> {
+  let policy: RouteRetentionPolicy;
+  try {
+    policy = await registry.routeRetentionPolicy(retention.days, retention.requireExport);
+  } catch (error) {
+    throw new StartupError(`refusing to serve ${target}: could not state the route retention policy: ${String(error)}`, { cause: error });
+  }
+  const keeps = (days: number) => (days === 0 ? Number.POSITIVE_INFINITY : days);
+  if (keeps(policy.retention_days) > keeps(retention.days) || (policy.require_export && !retention.requireExport)) {
+    console.error(
+      JSON.stringify({
+        level: "warn",
+        msg: "the database's route retention policy is stricter than this server's configuration, and applies; only the owner relaxes it (aip-registry routes policy)",
+        retention_days: policy.retention_days,
+        require_export: policy.require_export,
+        configured: { ROUTE_RETENTION_DAYS: retention.days, ROUTE_RETENTION_REQUIRE_EXPORT: retention.requireExport },
+      }),
+    );
+  }
 }
 
 /** How long a stop waits for the database to close after the drain (pools end, PGlite closes). */

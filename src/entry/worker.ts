@@ -63,9 +63,13 @@ class WorkerRuntime implements ClockHost {
   readonly gate = new SchemaGate({ runtime: "worker", instance: `isolate/${crypto.randomUUID()}` });
   readonly authenticator: Authenticator;
   readonly bounds: MaintenanceBounds;
-  /** Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its next cycle. */
-  readonly retention: RetentionSettings | undefined;
-  private readonly retentionSchedule: RetentionSchedule | undefined;
+  /**
+   * Route retention within the LeaseClock's cycles; per isolate, so an evicted clock runs it in its
+   * next cycle. Its first run also states ROUTE_RETENTION_DAYS and ROUTE_RETENTION_REQUIRE_EXPORT
+   * to the database, which can only make the stored policy stricter (functions/82_retention.sql).
+   */
+  readonly retention: RetentionSettings;
+  private readonly retentionSchedule: RetentionSchedule;
   /** Trimming of the catalog change feed's history, within the LeaseClock's cycles. */
   private readonly changeHistory: ChangeHistorySchedule;
   /**
@@ -90,7 +94,7 @@ class WorkerRuntime implements ClockHost {
     this.authenticator = authenticatorFrom(config);
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
     this.retention = retentionSettings(config);
-    this.retentionSchedule = this.retention ? new RetentionSchedule(this.retention) : undefined;
+    this.retentionSchedule = new RetentionSchedule(this.retention);
     this.changeHistory = new ChangeHistorySchedule(changeHistorySettings(config));
     const edge = (globalThis as { caches?: { default?: EdgeCache } }).caches?.default;
     this.catalogCache = config.CATALOG_CACHE && edge ? new EdgeCatalogCache(edge) : undefined;
@@ -124,7 +128,7 @@ class WorkerRuntime implements ClockHost {
         authenticator: this.authenticator,
         log: this.config.ACCESS_LOG ? jsonLines() : undefined,
         onLease: this.notifier?.notify,
-        routeRetention: this.retention,
+        routeRetention: this.retention.days > 0 ? this.retention : undefined,
         catalog: { ...(this.catalogCache ? { cache: this.catalogCache } : {}), confirmed: this.confirmedRevision },
         // The Swagger UI files would triple the bundle: /docs loads them, pinned, from the CDN.
         docsAssets: "cdn",

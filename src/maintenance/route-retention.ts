@@ -15,12 +15,17 @@
  * come due then are removed in the first cycle after, or on demand (`POST
  * /v1/fleet/route-retention`, `aip-registry routes prune`). The table cannot grow meanwhile: new
  * routes need live leases.
+ *
+ * The policy applied is the database's (functions/82_retention.sql): this process's settings only
+ * make it stricter, never looser. Every batch states them; with ROUTE_RETENTION_DAYS=0 (keep every
+ * route) no batch runs, so the schedule's first run states the policy alone. The Node server also
+ * states it at start-up, before it serves (src/entry/node.ts).
  */
 import { ROUTE_RETENTION_BATCH, ROUTE_RETENTION_PAUSE_MS } from "../limits.js";
 import type { Registry } from "../registry/registry.js";
 
 export interface RetentionSettings {
-  /** ROUTE_RETENTION_DAYS, at least 1 (0 turns retention off: then there is no schedule at all). */
+  /** ROUTE_RETENTION_DAYS: 0 keeps every route (no batch runs; the policy is still stated). */
   days: number;
   /** ROUTE_RETENTION_REQUIRE_EXPORT: remove only what an export covered. */
   requireExport: boolean;
@@ -61,7 +66,7 @@ export class RetentionSchedule {
   private dueAt: number | null = null;
 
   constructor(readonly settings: RetentionSettings) {
-    if (!Number.isInteger(settings.days) || settings.days < 1) throw new RangeError("days must be a positive integer");
+    if (!Number.isInteger(settings.days) || settings.days < 0) throw new RangeError("days must be a non-negative integer");
     if (!Number.isInteger(settings.maxBatches) || settings.maxBatches < 1) throw new RangeError("maxBatches must be a positive integer");
   }
 
@@ -71,7 +76,8 @@ export class RetentionSchedule {
   }
 
   /**
-   * Runs retention if it is due at `now()`; undefined when it is not. A failure pauses retention
+   * Runs retention if it is due at `now()`; undefined when it is not, or when every route is kept
+   * (ROUTE_RETENTION_DAYS=0: the first run only states that policy). A failure pauses retention
    * (lease maintenance goes on without it) and is rethrown for the caller to report.
    */
   async runIfDue(registry: Registry, now: () => number): Promise<RetentionCycle | undefined> {
@@ -79,6 +85,12 @@ export class RetentionSchedule {
     const pauseMs = this.settings.pauseMs ?? ROUTE_RETENTION_PAUSE_MS;
     let cycle: RetentionCycle;
     try {
+      if (this.settings.days === 0) {
+        // Nothing to remove, ever: the first run states the policy ("keep every route") and none follows.
+        await registry.routeRetentionPolicy(0, this.settings.requireExport);
+        this.dueAt = Number.POSITIVE_INFINITY;
+        return undefined;
+      }
       cycle = await removeSettledRoutes(registry, this.settings);
     } catch (error) {
       this.dueAt = now() + pauseMs;
@@ -91,13 +103,12 @@ export class RetentionSchedule {
   }
 }
 
-/** The retention settings of a configuration (Node and Worker alike), or undefined when ROUTE_RETENTION_DAYS is 0. */
+/** The retention settings of a configuration (Node and Worker alike); `days` 0 keeps every route. */
 export function retentionSettings(config: {
   ROUTE_RETENTION_DAYS: number;
   ROUTE_RETENTION_REQUIRE_EXPORT: boolean;
   LEASE_EXPIRY_MAX_BATCHES: number;
-}): RetentionSettings | undefined {
-  if (config.ROUTE_RETENTION_DAYS === 0) return undefined;
+}): RetentionSettings {
   return {
     days: config.ROUTE_RETENTION_DAYS,
     requireExport: config.ROUTE_RETENTION_REQUIRE_EXPORT,

@@ -28,6 +28,7 @@ import type {
   RecordKind,
   ResolveResult,
   RouteExportWatermarks,
+  RouteRetentionPolicy,
   RouteRetentionResult,
   RoutesPage,
   RouteState,
@@ -138,6 +139,16 @@ export class Registry {
       query.cursor ?? null,
       query.limit ?? null,
     ]);
+  }
+
+  /**
+   * The route retention policy set as given, looser or stricter (null: that part as it is). Only
+   * the database owner may (aip_set_route_retention_policy is granted to no runtime role): over a
+   * runtime role's connection this is `forbidden`. Runs on the control executor (the CLI's SQL
+   * backend puts the owner's connection there).
+   */
+  setRouteRetentionPolicy(retentionDays: number | null, requireExport: boolean | null): Promise<RouteRetentionPolicy> {
+    return this.control("aip_set_route_retention_policy($1::integer, $2::boolean)", [retentionDays, requireExport]);
   }
 
   /** An export covered every route settled in [settledAfter, settledBefore): the export watermark moves there. */
@@ -296,7 +307,20 @@ export class Registry {
     return this.data("aip_expire_leases($1::integer)", [limit]);
   }
 
-  /** One route-retention batch: at most `limit` released routes settled more than `retentionDays` ago (and, with `requireExport`, before the export watermark). */
+  /**
+   * This process's retention configuration stated to the database: the stored policy becomes the
+   * stricter of the two (a longer window, export required; 0 days keeps every route), never looser.
+   * Nulls only read it.
+   */
+  routeRetentionPolicy(retentionDays: number | null, requireExport: boolean | null): Promise<RouteRetentionPolicy> {
+    return this.data("aip_route_retention_policy($1::integer, $2::boolean)", [retentionDays, requireExport]);
+  }
+
+  /**
+   * One route-retention batch under the database's policy, made at least as strict as
+   * `retentionDays` and `requireExport` first: at most `limit` released routes settled before the
+   * policy's window (and, with export required, before the export watermark).
+   */
   removeSettledRoutes(retentionDays: number, requireExport: boolean, limit: number): Promise<RouteRetentionResult> {
     return this.data("aip_remove_settled_routes($1::integer, $2::boolean, $3::integer)", [retentionDays, requireExport, limit]);
   }

@@ -82,11 +82,12 @@ export function registerFleetRoutes(
       summary: "Remove a bounded batch of released routes past the evidence window now",
       description:
         `Removes up to \`limit\` (default ${ROUTE_RETENTION_BATCH.default}, at most ${ROUTE_RETENTION_BATCH.max}) released routes whose last settlement ` +
-        "is older than this server's evidence window (ROUTE_RETENTION_DAYS), oldest first, and with ROUTE_RETENTION_REQUIRE_EXPORT only " +
-        "those an export covered (`exported_before`). A reserved route is never removed. Lease maintenance runs the same batches on " +
-        "its own; this is for an operator who wants them now (a deployment that was idle, or a backlog). A resolve of an `act_` + " +
-        "UUIDv7 action minted before `removed_before` is then refused `route-expired` (410). 409 `conflict` when retention is off " +
-        "(ROUTE_RETENTION_DAYS=0).",
+        "is older than the database's evidence window (`retention_days`), oldest first, and when it requires export only those an " +
+        "export covered (`exported_before`). The policy is the database's: this server's ROUTE_RETENTION_DAYS and " +
+        "ROUTE_RETENTION_REQUIRE_EXPORT can only make it stricter, and only the database owner relaxes it (`aip-registry routes " +
+        "policy`). A reserved route is never removed. Lease maintenance runs the same batches on its own; this is for an operator " +
+        "who wants them now (a deployment that was idle, or a backlog). A resolve of a removed action is then refused " +
+        "`route-expired` (410). 409 `conflict` when retention is off on this server (ROUTE_RETENTION_DAYS=0).",
       security: bearer,
       middleware: [requireScope("registry:admin")],
       request: { query: z.object({ limit: QueryInteger().min(ROUTE_RETENTION_BATCH.min).max(ROUTE_RETENTION_BATCH.max).optional() }) },

@@ -1,8 +1,8 @@
 /**
  * Route export (scope registry:admin, the control role): every tenant's released routes, page by
  * page, so that evidence can be archived before route retention removes it, and the record of how
- * far an export went (which ROUTE_RETENTION_REQUIRE_EXPORT waits for). `aip-registry routes
- * export` drives both.
+ * far an export went (which a retention policy requiring export waits for; it moves only over
+ * what the pages handed out). `aip-registry routes export` drives both.
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../http/env.js";
@@ -27,7 +27,9 @@ export function registerRouteExportRoutes(app: OpenAPIHono<AppEnv>, registry: Re
         "each as `GET /v1/routes/{action_id}` describes it. `settled_before` is applied as an hour before now at the latest, " +
         "so that every route settled before it has committed before the page is read (the answer says which bound applied). " +
         "A route reserved again after settlement is left out until it is released. Pass `next_cursor` back as `cursor` " +
-        "with the same range until it is null.",
+        "with the same range until it is null. Pages that continue from where earlier pages reached (from the beginning, or " +
+        "from the export watermark on) extend `export_read_before`: the record of what exports handed out, which the export " +
+        "watermark cannot pass.",
       security: bearer,
       middleware: admin,
       request: {
@@ -63,9 +65,11 @@ export function registerRouteExportRoutes(app: OpenAPIHono<AppEnv>, registry: Re
       summary: "Record that an export covered every route settled before a time",
       description:
         "Moves the export watermark (`exported_before`) to `settled_before` (at most an hour before now) once an export of " +
-        "[`settled_after`, `settled_before`) is safely stored. With ROUTE_RETENTION_REQUIRE_EXPORT, retention removes only routes " +
-        "settled before it. An export that started after the current watermark left routes out: 409 `conflict`, naming it. " +
-        "The watermark never moves back.",
+        "[`settled_after`, `settled_before`) is safely stored. When the retention policy requires export, retention removes only " +
+        "routes settled before it. It moves only over routes that export pages (`GET /v1/admin/routes`) handed out: no " +
+        "further than `export_read_before`, and an export none of whose pages were read past the watermark is 409 `conflict`. " +
+        "An export that started after the current watermark left routes out: 409 `conflict`, naming it. The watermark never " +
+        "moves back.",
       security: bearer,
       middleware: admin,
       request: { body: jsonBody(RouteExportRecord) },

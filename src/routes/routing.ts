@@ -38,8 +38,10 @@ export function registerRoutingRoutes(app: OpenAPIHono<AppEnv>, registry: Regist
         "reacquired happened. Refusals: `binding-unavailable` (no enabled binding chain), `replica-unavailable` (503 with " +
         "`Retry-After`: no eligible replica, or the pinned one cannot serve again), `admission` (the binding's policy is " +
         "disabled), `capacity-exceeded` (429 with `Retry-After`, `scope` and `retry_after_ms`), `conflict` (the action " +
-        "exists under another capability or tenant), `route-expired` (410: the action is an `act_` + UUIDv7 minted before " +
-        "routes were removed by route retention, so its route may have existed; it is not routed afresh, do not retry).",
+        "exists under another capability or tenant), `busy` (503 with `Retry-After`: another request for the same action " +
+        "held it past the lock timeout), `route-expired` (410: the action's route may have been removed by route " +
+        "retention: an `act_` + UUIDv7, in any spelling, minted before routes were removed, or any other action whose " +
+        "route was removed; it is not routed afresh, do not retry).",
       security: bearer,
       middleware: [requireScope("routes:write")],
       request: { params: ActionParams, body: jsonBody(ResolveRequest) },

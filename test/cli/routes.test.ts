@@ -1,8 +1,9 @@
 /**
  * `routes export` and `routes prune` as subprocesses, over HTTP and over SQL: NDJSON on stdout or
  * in a file (never overwritten), the export watermark recorded only by a complete export that
- * starts where the last one ended, and retention now, with the server's window over HTTP and the
- * CLI's over SQL.
+ * starts where the last one ended, retention now, with the server's window over HTTP and the
+ * CLI's over SQL (which can only make the database's policy stricter), and the policy itself, the
+ * owner's to relax (`routes policy`).
  */
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -114,6 +115,8 @@ describe("routes export", () => {
       ["routes", "export", "--before", "2d", "--after", "1d"],
       ["routes", "prune", "--retention-days", "7"],
       ["routes", "prune", "--limit", "0"],
+      ["routes", "policy", "--retention-days", "7"],
+      ["routes", "policy", "--database-url", "postgres://nowhere.invalid/x", "--require-export", "--no-require-export"],
     ]) {
       const result = await cli(...args);
       expect({ args, code: result.code }).toEqual({ args, code: 2 });
@@ -130,13 +133,30 @@ describe("routes prune", () => {
     expect(JSON.parse(overHttp.stdout).removed).toBeGreaterThanOrEqual(3);
     expect((await stored(db.owner, old)).size).toBe(0);
 
-    // Over SQL (the data role) the window is the CLI's: 10 days removes the 20-day-old route, and
-    // --require-export keeps what no export covered.
+    // Over SQL (the data role) the CLI's window can only make the database's policy stricter: 10
+    // days is looser than its 30, so nothing younger goes...
     const recent = await released(2, 12);
+    const looser = await runCli(["routes", "prune", "--database-url", db.dataUrl, "--retention-days", "10"], { env: cleanEnv() });
+    expect(looser.code, looser.stderr).toBe(0);
+    expect(looser.stdout).toMatch(/^removed 0 routes;/);
+    // ...until the owner shortens it (routes policy; a runtime role's URL is refused).
+    const refused = await runCli(["routes", "policy", "--database-url", db.dataUrl, "--retention-days", "10"], { env: cleanEnv() });
+    expect(refused.code, refused.stderr).toBe(1);
+    expect(refused.stderr).toMatch(/forbidden|may not/);
+    const shortened = await runCli(["routes", "policy", "--database-url", db.ownerUrl, "--retention-days", "10", "--json"], { env: cleanEnv() });
+    expect(shortened.code, shortened.stderr).toBe(0);
+    expect(JSON.parse(shortened.stdout)).toMatchObject({ retention_days: 10, require_export: false });
+    // Then 10 days removes the 20-day-old route, and --require-export keeps what no export covered.
     const required = await runCli(["routes", "prune", "--database-url", db.dataUrl, "--retention-days", "10", "--require-export"], { env: cleanEnv() });
     expect(required.code, required.stderr).toBe(0);
     expect(required.stdout).toMatch(/^removed 1 route;/);
     expect((await stored(db.owner, recent)).size).toBe(2);
+    // The requirement stays the database's until the owner drops it.
+    const stillRequired = await runCli(["routes", "prune", "--database-url", db.dataUrl, "--json"], { env: cleanEnv({ ROUTE_RETENTION_DAYS: "10" }) });
+    expect(JSON.parse(stillRequired.stdout)).toMatchObject({ removed: 0 });
+    const shown = await runCli(["routes", "policy", "--database-url", db.dataUrl], { env: cleanEnv() });
+    expect(shown.stdout).toMatch(/removed 10 days after their last settlement, once exported/);
+    expect((await runCli(["routes", "policy", "--database-url", db.ownerUrl, "--no-require-export"], { env: cleanEnv() })).code).toBe(0);
     const plain = await runCli(["routes", "prune", "--database-url", db.dataUrl, "--json"], { env: cleanEnv({ ROUTE_RETENTION_DAYS: "10" }) });
     expect(plain.code, plain.stderr).toBe(0);
     expect(JSON.parse(plain.stdout).removed).toBe(2);

@@ -152,13 +152,21 @@ describe("refusal precedence while every eligible replica is busy", () => {
 });
 
 describe("an existing route", () => {
-  it("answers its action held by another request past lock_timeout as replica-unavailable", async () => {
+  it("answers its action held by another request past lock_timeout as busy, with retry guidance: it says nothing about replicas", async () => {
+    const { assignment } = await db.registry.resolveRoute("act_busy_action", fleet.tenant, fleet.capability);
+    const before = await registryState(db.owner);
     const error = await whileHeld(
       (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtextextended('act_busy_action', 0))"),
       () => refusal(db.registry.resolveRoute("act_busy_action", fleet.tenant, fleet.capability)),
     );
-    expect(error.code).toBe("replica-unavailable");
+    expect(error).toMatchObject({ code: "busy", status: 503, retryable: true });
     expect(error.message).toMatch(/act_busy_action/);
+    expect(error.extensions).toEqual({ action_id: "act_busy_action", retry_after_ms: RETRY_AFTER_MS.later });
+    expect(await registryState(db.owner)).toEqual(before);
+    // Free again, the retry gets its route.
+    const retry = await db.registry.resolveRoute("act_busy_action", fleet.tenant, fleet.capability);
+    expect(retry).toEqual({ outcome: "existing", assignment });
+    await db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed");
   });
 
   it("answers its pinned replica busy past lock_timeout as replica-unavailable for that replica", async () => {
@@ -286,6 +294,68 @@ describe("settlement, lifecycle, lease expiry and publication", () => {
     expect(error.extensions).toMatchObject({ change_index: 1, retry_after_ms: RETRY_AFTER_MS.later });
   });
 
+  it("publication: a replica row held by another session is waited for before the catalog lock, so other tenants route and read meanwhile", async () => {
+    const other = await publishRoutingFleet(db.registry, {
+      prefix: "busyother",
+      tenant: "tenant-busyother",
+      instances: [{ name: "main", replicas: [{ name: "a", capacity: 8 }] }],
+    });
+    const replicaId = fleet.replica.b as string;
+    const stored = (await db.registry.adminGet("replica", replicaId)) as Record<string, unknown>;
+    const change = { ...replica(replicaId, fleet.instance.main as string, fleet.versionId, { capacity: 11 }), ...pick(stored) };
+    const holder = await db.owner.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT 1 FROM aip_connector_replicas WHERE replica_id = $1 FOR UPDATE", [replicaId]);
+      let published = false;
+      const publishing = db.registry.publish([connectorType("ctype_busy_waiting"), change]).finally(() => {
+        published = true;
+      });
+      await waitForLockWait("aip_publish");
+      // The waiting publication holds no catalog lock (the advisory lock's key, either mode).
+      const { rows: catalogLocks } = await db.owner.query(
+        "SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND objid = 1095323715 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+      );
+      expect(catalogLocks).toEqual([]);
+      // Another tenant's new route, catalog page and a retry of this tenant's route go through
+      // while the publication still waits.
+      const route = await db.registry.resolveRoute("act_busy_other", other.tenant, other.capability);
+      expect(route.outcome).toBe("created");
+      expect((await catalogPage(db.registry, other.tenant, {})).capabilities.length).toBeGreaterThan(0);
+      expect(published).toBe(false);
+      await holder.query("ROLLBACK");
+      const result = await publishing;
+      expect(result.results.map((r) => r.outcome)).toEqual(["created", "updated"]);
+      expect(((await db.registry.adminGet("replica", replicaId)) as { capacity: number }).capacity).toBe(11);
+      await db.registry.settleRoute(route.assignment.action_id, other.tenant, route.assignment, "completed");
+    } finally {
+      await holder.query("ROLLBACK").catch(() => {});
+      holder.release();
+    }
+    await expectHealthy(db.registry);
+  });
+
+  it("publication: under the catalog lock it waits for no row; one still held is busy at once", async () => {
+    // A tenant's catalog revision row is written under the lock (the feed's trimming also writes
+    // it, without the catalog lock): held by another session, the publication gives up at once
+    // instead of holding every reader and resolver behind it for its 5 s lock_timeout.
+    const revised = await publishRoutingFleet(db.registry, {
+      prefix: "busyrev",
+      tenant: "tenant-busyrev",
+      instances: [{ name: "main", replicas: [{ name: "a", capacity: 8 }] }],
+    });
+    const before = await registryState(db.owner);
+    const started = Date.now();
+    const error = await whileHeld(
+      (holder) => holder.query("SELECT 1 FROM aip_tenant_catalog_revisions WHERE tenant_id = $1 FOR UPDATE", [revised.tenant]),
+      () => refusal(db.registry.publish([{ op: "set_connector_type_enabled", id: revised.typeId, enabled: false }])),
+    );
+    expect(error.code).toBe("busy");
+    expect(error.message).toMatch(/does not wait for rows/);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(await registryState(db.owner)).toEqual(before);
+  });
+
   it("any other lock wait that runs out (a catalog read behind a publication) is busy, not storage", async () => {
     const error = await whileHeld(
       (holder) => holder.query("SELECT pg_advisory_xact_lock(hashtext(current_database()), 1095323715)"),
@@ -296,6 +366,19 @@ describe("settlement, lifecycle, lease expiry and publication", () => {
     expect(error.retryable).toBe(true);
   });
 });
+
+/** Until a session waits on a lock in a statement that calls `fn`. */
+async function waitForLockWait(fn: string): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    const { rows } = await db.owner.query(
+      "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+      [fn],
+    );
+    if (rows.length > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`no statement calling ${fn} waited for a lock`);
+}
 
 /** The provisioning fields of a stored replica, as put_replica states them. */
 function pick(stored: Record<string, unknown>) {

@@ -20,6 +20,8 @@ const NO_TENANT: Record<string, string> = {
     "a connector host drives its replicas by replica ID with its own principal; its token names no tenant, the tenant is the replica's instance's",
   aip_expire_leases: "lease maintenance sweeps every tenant's expired leases in bounded batches; distributed, one sweep per node",
   aip_remove_settled_routes: "route retention removes every tenant's old released routes in bounded batches; distributed, one sweep per node",
+  aip_route_retention_policy:
+    "the route retention policy is one for the whole registry (a server states its configuration at start-up); distributed, one per node",
   aip_fleet_status: "operator aggregates over the whole fleet (fleet:read, metrics)",
   aip_fleet_regions: "operator aggregates per region over the whole fleet",
   aip_check_invariants: "a diagnostic over every table (aip-registry doctor)",

@@ -97,15 +97,30 @@ describe("the retention schedule", () => {
     expect(await schedule.runIfDue(control, () => now + MINUTE)).toBeUndefined();
   });
 
-  it("comes from the configuration: none with ROUTE_RETENTION_DAYS=0", () => {
-    expect(retentionSettings({ ROUTE_RETENTION_DAYS: 0, ROUTE_RETENTION_REQUIRE_EXPORT: false, LEASE_EXPIRY_MAX_BATCHES: 8 })).toBeUndefined();
+  it("comes from the configuration", () => {
     expect(retentionSettings({ ROUTE_RETENTION_DAYS: 7, ROUTE_RETENTION_REQUIRE_EXPORT: true, LEASE_EXPIRY_MAX_BATCHES: 3 })).toEqual({
       days: 7,
       requireExport: true,
       batchSize: 500,
       maxBatches: 3,
     });
-    expect(() => new RetentionSchedule({ ...settings, days: 0 })).toThrow(RangeError);
+    expect(() => new RetentionSchedule({ ...settings, days: -1 })).toThrow(RangeError);
+  });
+
+  it("with ROUTE_RETENTION_DAYS=0 states the policy once, keeping every route, and never runs a batch", async () => {
+    const kept = await released(1, 400);
+    const schedule = new RetentionSchedule(retentionSettings({ ROUTE_RETENTION_DAYS: 0, ROUTE_RETENTION_REQUIRE_EXPORT: false, LEASE_EXPIRY_MAX_BATCHES: 8 }));
+    const registry = wired.registry();
+    wired.proxy.stats.reset();
+    expect(await schedule.runIfDue(registry, Date.now)).toBeUndefined();
+    expect(await schedule.runIfDue(registry, () => Date.now() + 365 * DAY_MS)).toBeUndefined();
+    expect(wired.proxy.stats.log.map((s) => s.text)).toEqual([expect.stringContaining("aip_route_retention_policy")]);
+    expect(schedule.nextRunAt).toBe(Number.POSITIVE_INFINITY);
+    // The database keeps every route now, whoever asks for a batch; only the owner relaxes it.
+    expect(await db.registry.removeSettledRoutes(30, false, 10)).toMatchObject({ removed: 0, retention_days: 0 });
+    expect((await db.owner.query("SELECT 1 FROM aip_route_assignments WHERE action_id = $1", kept)).rowCount).toBe(1);
+    await db.owner.query("SELECT aip_set_route_retention_policy(30, NULL)");
+    await drain();
   });
 });
 

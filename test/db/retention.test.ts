@@ -2,16 +2,17 @@
  * Route retention (functions/82_retention.sql) against the real database: which routes a batch
  * removes (released ones past the window, oldest first, never a reserved one), the watermarks, the
  * export pages and the export watermark, and the retry contract: a retry within the window gets
- * its route, and a resolve of an `act_` + UUIDv7 action whose route may have been removed is
- * refused `route-expired` instead of being routed afresh, including when the removal commits
- * while a reacquisition is under way.
+ * its route, and a resolve of any action whose route may have been removed (an `act_` + UUIDv7 in
+ * any spelling by its time, any other ID by the record its removal left) is refused
+ * `route-expired` instead of being routed afresh, including when the removal commits while a
+ * reacquisition is under way. The policy itself (who may set it) is test/db/retention-policy.test.ts.
  */
 import pg from "pg";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { RouteAssignment } from "../../src/schemas.js";
 import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
-import { actionMintedAt, DAY_MS, settledDaysAgo, stored, watermarks } from "../support/retention.js";
+import { actionMintedAt, DAY_MS, readExportPages, setPolicy, settledDaysAgo, stored, watermarks } from "../support/retention.js";
 import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
 import { refusal as refused } from "../support/assertions.js";
 
@@ -105,8 +106,8 @@ describe("a retention batch", () => {
 
   it("refuses a window under a day and a limit outside [1, 10000], changing nothing", async () => {
     const [route] = await released(1, 40);
-    for (const call of [db.registry.removeSettledRoutes(0, false, 10), db.registry.removeSettledRoutes(36_501, false, 10)]) {
-      const error = await refused(call);
+    for (const days of [0, 36_501]) {
+      const error = await refused(db.registry.removeSettledRoutes(days, false, 10));
       expect(error.code).toBe("invalid");
       expect(error.extensions.errors).toEqual([expect.objectContaining({ field: "retention_days" })]);
     }
@@ -117,15 +118,19 @@ describe("a retention batch", () => {
 });
 
 describe("the export watermark", () => {
+  afterEach(() => setPolicy(db.owner, 30, false));
+
   it("with require-export, nothing goes before an export is recorded, then only what it covered", async () => {
     await drain();
     const exportedPart = await released(2, 50);
     const newer = await released(2, 40);
     const before = await remove(1000, true);
-    expect(before).toMatchObject({ removed: 0, exported_before: null, next_due: null });
+    expect(before).toMatchObject({ removed: 0, exported_before: null, next_due: null, require_export: true });
 
-    // An export of everything settled up to 45 days ago.
+    // An export of everything settled up to 45 days ago: its pages read, then recorded.
     const cut = new Date(Date.now() - 45 * DAY_MS).toISOString();
+    const read = await readExportPages(db.registry, { settledBefore: cut });
+    expect(read.map((r) => r.assignment.action_id).sort()).toEqual(exportedPart.map((r) => r.action_id).sort());
     const recorded = await db.registry.recordRouteExport(null, cut);
     expect(recorded.exported_before).toBe(cut);
     const after = await remove(1000, true);
@@ -135,7 +140,10 @@ describe("the export watermark", () => {
       [...exportedPart, ...newer].map((r) => r.action_id),
     );
     expect([...left].sort()).toEqual(newer.map((r) => r.action_id).sort());
-    // Without the requirement the window alone decides.
+    // The requirement is the database's now: a batch asking without it still waits for an export...
+    expect(await remove(1000, false)).toMatchObject({ removed: 0, require_export: true });
+    // ...until the owner drops it; then the window alone decides.
+    await setPolicy(db.owner, 30, false);
     expect((await remove(1000, false)).removed).toBe(2);
   });
 
@@ -148,8 +156,9 @@ describe("the export watermark", () => {
     expect(gap.extensions.exported_before).toBe(exported_before!.toISOString());
     // An earlier bound does not move it back.
     expect((await db.registry.recordRouteExport(null, new Date(mark - DAY_MS).toISOString())).exported_before).toBe(exported_before!.toISOString());
-    // A contiguous export moves it; one up to now stops an hour ago.
+    // A contiguous export moves it, once its pages are read; one up to now stops an hour ago.
     const now = Date.now();
+    await readExportPages(db.registry, { settledAfter: exported_before!.toISOString(), settledBefore: new Date(now + DAY_MS).toISOString() });
     const moved = await db.registry.recordRouteExport(exported_before!.toISOString(), new Date(now + DAY_MS).toISOString());
     const at = Date.parse(moved.exported_before as string);
     expect(at).toBeLessThanOrEqual(now - 3_600_000 + 5_000);
@@ -261,10 +270,38 @@ describe("the retry contract", () => {
     await settle(now.assignment);
   });
 
-  it("is a gateway's guarantee for other action IDs: the registry cannot know, and routes them afresh", async () => {
+  it("refuses every spelling of a removed act_ + UUIDv7 action, hyphenated or in capitals, by the time in it", async () => {
     await drain();
-    // Not act_ + UUIDv7: a plain ID, a UUIDv4 (its leading bits are not a time), a wrong variant.
-    const ids = [plainAction(), "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", "act_0190f3a2c1d07b7e0f1a2b3c4d5e6f70"];
+    await db.owner.query("UPDATE aip_route_retention SET removed_before = NULL");
+    const minted = Date.now() - 40 * DAY_MS;
+    // The spellings a gateway might send, each routed and then removed; the last in the simple form.
+    const spellings = [
+      hyphenated(actionMintedAt(minted)),
+      `act_${actionMintedAt(minted).slice(4).toUpperCase()}`,
+      hyphenated(actionMintedAt(minted)).toUpperCase(),
+      actionMintedAt(minted),
+    ];
+    const ids = [...spellings];
+    const routes = await released(ids.length, 35, () => ids.shift() as string);
+    expect((await remove()).removed).toBe(routes.length);
+    const routesBefore = await db.owner.query("SELECT count(*)::int AS n FROM aip_route_assignments");
+    const simple = spellings[3] as string;
+    for (const id of [...spellings, hyphenated(simple), simple.toUpperCase(), hyphenated(simple).toUpperCase()]) {
+      expect((await refused(resolve(id))).code, id).toBe("route-expired");
+    }
+    expect((await db.owner.query("SELECT count(*)::int AS n FROM aip_route_assignments")).rows).toEqual(routesBefore.rows);
+    // The time is read from each spelling: no record of them was needed.
+    const recorded = await db.owner.query("SELECT 1 FROM aip_removed_actions WHERE action_id = ANY($1)", [spellings]);
+    expect(recorded.rowCount).toBe(0);
+  });
+
+  it("refuses a removed action whose ID carries no time, by the record its removal left", async () => {
+    await drain();
+    // Not act_ + UUIDv7: a plain ID (the README's quick start uses one), a UUIDv4 (its leading
+    // bits are not a time), a wrong variant, and a UUIDv7 minted after its route settled (a
+    // gateway clock far ahead: its time cannot vouch for the route).
+    const ahead = actionMintedAt(Date.now() + 2 * DAY_MS);
+    const ids = [plainAction(), "act_0190f3a2c1d04b7e9f1a2b3c4d5e6f70", "act_0190f3a2c1d07b7e0f1a2b3c4d5e6f70", ahead];
     const routes: RouteAssignment[] = [];
     for (const id of ids) {
       const { assignment } = await resolve(id);
@@ -272,13 +309,22 @@ describe("the retry contract", () => {
       routes.push(assignment);
     }
     await settledDaysAgo(db.owner, ids, 31);
-    expect((await remove()).removed).toBe(3);
+    const counted = await counters(db.owner);
+    expect((await remove()).removed).toBe(4);
+    const { removed_before } = await watermarks(db.owner);
     for (const route of routes) {
-      const again = await resolve(route.action_id);
-      expect(again.outcome).toBe("created");
-      expect(again.assignment.fence_token).not.toBe(route.fence_token);
-      await settle(again.assignment);
+      const refusal = await refused(resolve(route.action_id));
+      expect(refusal.code, route.action_id).toBe("route-expired");
+      expect(refusal.extensions).toEqual({ action_id: route.action_id, removed_before: removed_before!.toISOString() });
     }
+    expect(await stored(db.owner, ids)).toEqual(new Set());
+    expect(await counters(db.owner)).toEqual(counted);
+    const recorded = await db.owner.query<{ action_id: string }>("SELECT action_id FROM aip_removed_actions WHERE action_id = ANY($1)", [ids]);
+    expect(recorded.rows.map((r) => r.action_id).sort()).toEqual([...ids].sort());
+    // A new action of the same form routes as usual.
+    const fresh = await resolve(plainAction());
+    expect(fresh.outcome).toBe("created");
+    await settle(fresh.assignment);
   });
 
   it("a removal that commits while a reacquisition of the route is under way: the reacquisition is refused and holds nothing", async () => {
@@ -310,6 +356,12 @@ describe("the retry contract", () => {
     expect(await counters(db.owner)).toEqual(countersBefore);
   });
 });
+
+/** A UUIDv7 action ID in its hyphenated form (8-4-4-4-12). */
+function hyphenated(actionId: string): string {
+  const hex = actionId.slice(4);
+  return `${actionId.slice(0, 4)}${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
 
 /** Until a session waits on a lock while resolving this action. */
 async function waitForLockWait(actionId: string): Promise<void> {

@@ -28,6 +28,7 @@ const CONTROL_FUNCTIONS = [
   "aip_operator_replica_lifecycle(text,text,jsonb,boolean)",
   "aip_publish(jsonb,boolean)",
   "aip_record_route_export(timestampwithtimezone,timestampwithtimezone)",
+  "aip_route_retention_policy(integer,boolean)",
   "aip_schema_status(text,text,text)",
 ];
 const DATA_FUNCTIONS = [
@@ -44,6 +45,7 @@ const DATA_FUNCTIONS = [
   "aip_registry_read(text,text,text,text)",
   "aip_remove_settled_routes(integer,boolean,integer)",
   "aip_resolve_route(text,text,text,jsonb)",
+  "aip_route_retention_policy(integer,boolean)",
   "aip_schema_status(text,text,text)",
   "aip_settle_route(text,text,jsonb,text)",
   "aip_trim_catalog_changes(bigint,bigint,integer)",

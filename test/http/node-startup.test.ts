@@ -2,7 +2,8 @@
  * How the Node server starts against real PostgreSQL, with the real login roles of the data and
  * control group roles: the runtime roles of docs/deploy.md start on a migrated database and say
  * what to do on an unmigrated one; REGISTRY_MODE=data-plane verifies, never migrates and holds no
- * control pool; no signing secret is made up for a real database; an unmigrated database is
+ * control pool; every server states its route retention configuration, which only tightens the
+ * database's policy; no signing secret is made up for a real database; an unmigrated database is
  * "schema not installed: run migrate" everywhere (start-up, /readyz, doctor).
  */
 import { randomBytes } from "node:crypto";
@@ -125,6 +126,17 @@ describe("REGISTRY_MODE=data-plane", () => {
     const metrics = await (await fetch(`${node.url}/metrics`)).text();
     expect(metrics).toMatch(/^aip_db_pool_max_connections\{pool="data"\} \d+$/m);
     expect(metrics).not.toContain('pool="control"');
+  });
+
+  it("states its route retention configuration before it serves, which can only make the database's policy stricter", async () => {
+    const policy = async () => (await db.owner.query("SELECT retention_days, require_export FROM aip_route_retention")).rows[0];
+    const edge = { REGISTRY_MODE: "data-plane", DATABASE_URL: db.dataUrl, AUTH_HS256_SECRET: TEST_SECRET };
+    await (await start({ ...edge, ROUTE_RETENTION_DAYS: "45", ROUTE_RETENTION_REQUIRE_EXPORT: "true" })).close();
+    expect(await policy()).toEqual({ retention_days: 45, require_export: true });
+    // A server configured looser starts, and the stricter stored policy stays what applies.
+    await (await start({ ...edge, ROUTE_RETENTION_DAYS: "7" })).close();
+    expect(await policy()).toEqual({ retention_days: 45, require_export: true });
+    await db.owner.query("SELECT aip_set_route_retention_policy(30, false)");
   });
 
   it("refuses control-plane credentials and the embedded database", async () => {

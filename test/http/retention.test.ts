@@ -130,7 +130,7 @@ describe.each([
     await expectHealthy(backend.registry);
   });
 
-  it("with ROUTE_RETENTION_REQUIRE_EXPORT nothing past the export watermark goes; with retention off the batch is refused", async () => {
+  it("with ROUTE_RETENTION_REQUIRE_EXPORT nothing past the export watermark goes, from then on; with retention off the batch is refused", async () => {
     const strict = createTestApi(backend.registry, { routeRetention: { days: 30, requireExport: true } });
     // The export watermark is the first test's, 35 days ago: a route settled 38 days ago may go.
     const routes = await oldRoutes(1, 38);
@@ -145,7 +145,11 @@ describe.each([
     const refused = await off.call("POST", "/v1/fleet/route-retention", { token: admin });
     expect(refused.status).toBe(409);
     expect((await body(refused)).code).toBe("conflict");
-    // The plain server removes it: the window alone decides there.
+    // The requirement is the database's now: a server configured without it cannot drop it...
+    const plain = await body(await api.call("POST", "/v1/fleet/route-retention", { token: admin }));
+    expect(plain).toMatchObject({ removed: 0, require_export: true });
+    // ...only the owner can; then the window alone decides.
+    await backend.ownerQuery("SELECT aip_set_route_retention_policy(NULL, false)", []);
     expect((await body(await api.call("POST", "/v1/fleet/route-retention", { token: admin }))).removed).toBe(1);
   });
 

@@ -4,6 +4,8 @@
  */
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
+import type { Registry } from "../../src/registry/registry.js";
+import type { RouteState } from "../../src/schemas.js";
 
 export const DAY_MS = 86_400_000;
 
@@ -32,4 +34,21 @@ export async function stored(owner: pg.Pool, actionIds: string[]): Promise<Set<s
 export async function watermarks(owner: pg.Pool): Promise<{ removed_before: Date | null; exported_before: Date | null }> {
   const { rows } = await owner.query("SELECT removed_before, exported_before FROM aip_route_retention WHERE singleton");
   return rows[0];
+}
+
+/** The owner sets the route retention policy exactly (runtime roles can only tighten it). */
+export async function setPolicy(owner: pg.Pool, days: number, requireExport: boolean): Promise<void> {
+  await owner.query("SELECT aip_set_route_retention_policy($1, $2)", [days, requireExport]);
+}
+
+/** Every export page of a range, read as `routes export` reads them; the routes they handed out. */
+export async function readExportPages(registry: Registry, range: { settledBefore: string; settledAfter?: string }, limit?: number): Promise<RouteState[]> {
+  const routes: RouteState[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await registry.routesPage({ ...range, ...(cursor ? { cursor } : {}), ...(limit ? { limit } : {}) });
+    routes.push(...page.routes);
+    cursor = page.next_cursor ?? undefined;
+  } while (cursor);
+  return routes;
 }
