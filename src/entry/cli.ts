@@ -204,7 +204,12 @@ function report(thrown: unknown, io: Io): number {
 
 export async function main(argv: string[], env: Record<string, string | undefined>, io: Io): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+  // No command is a usage error (scripts that forgot one must not succeed); asking for help is not.
+  if (name === undefined) {
+    io.err(`error: no command given\n\n${help()}`);
+    return EXIT.usage;
+  }
+  if (name === "help" || name === "--help" || name === "-h") {
     const command = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;
     io.out(command ? `Usage: aip-registry ${command.usage}` : help());
     return EXIT.ok;
