@@ -293,9 +293,10 @@ $$;
 -- The cursor is "<revision>:<total>:<query fingerprint>:<last capability id>". The revision ties
 -- it to one content (changed since: stale-cursor, aip_catalog_current). Because the visible set
 -- is a function of the content, the total counted for the first page holds for every later page
--- of the same query: carrying it saves counting again. The fingerprint (mode, tenant, filters) decides whether
--- the carried total applies; when it does not (filters changed, another tenant's cursor) the
--- total is counted again. A forged total only misleads its forger.
+-- of the same query: carrying it saves counting again. The fingerprint (mode, tenant, filters)
+-- binds the cursor to its walk: a cursor that comes back from another tenant, for the other mode
+-- or with other filters is refused (invalid), never continued. A forged total only misleads its
+-- forger.
 --
 -- p_if_revision (a validator the caller already holds for this very request) short-circuits
 -- (aip_catalog_not_modified): the answer is just {catalog_revision, not_modified: true}, after the
@@ -363,9 +364,10 @@ BEGIN
     IF v_parts IS NULL THEN
       PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged');
     END IF;
-    IF v_parts[2] = v_fingerprint THEN
-      v_total := v_parts[1]::bigint;
+    IF v_parts[2] <> v_fingerprint THEN
+      PERFORM aip_invalid_field('cursor', 'was not issued for this walk: pass next_cursor back unchanged, with the same filters and tenant');
     END IF;
+    v_total := v_parts[1]::bigint;
     v_after := v_parts[3];
   END IF;
 

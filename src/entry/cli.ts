@@ -12,7 +12,7 @@
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { RegistryProblem } from "../client.js";
+import { RegistryProblem, RegistryTimeoutError } from "../client/index.js";
 import { MigrationError } from "../db/migrate.js";
 import { LEASE_EXPIRY_BATCH, ROUTE_RETENTION_BATCH } from "../limits.js";
 import { RegistryError } from "../registry/errors.js";
@@ -194,8 +194,8 @@ function report(thrown: unknown, io: Io): number {
     print(error.message);
     return EXIT.failed;
   }
-  if (error instanceof RegistryUnreachable) {
-    print(error.message);
+  if (error instanceof RegistryUnreachable || error instanceof RegistryTimeoutError) {
+    print(error instanceof RegistryTimeoutError ? `the registry did not answer in time: ${error.message} (--timeout)` : error.message);
     return EXIT.unavailable;
   }
   print(error instanceof Error ? error.message : String(error));

@@ -29,7 +29,7 @@ const CONTROL_FUNCTIONS = [
   "aip_schema_status()",
 ];
 const DATA_FUNCTIONS = [
-  "aip_catalog_changes(text,jsonb)",
+  "aip_catalog_changes(text,jsonb,bigint)",
   "aip_catalog_get(text,text,bigint)",
   "aip_catalog_page(text,jsonb,bigint)",
   "aip_catalog_revisions_now(text[])",

@@ -243,7 +243,12 @@ describe("a failing identity provider", () => {
     ["a body that is not JSON", { kind: "body", body: "<html>maintenance</html>" }, "malformed", "not UTF-8 JSON"],
     ["JSON that is not a key set", { kind: "body", body: '{"keys": 5}' }, "malformed", "not a JSON Web Key Set"],
     ["keys that are not JWKs", { kind: "body", body: '{"keys": [{"kty": 1}]}' }, "malformed", "not a JSON Web Key Set"],
-    ["a key set that repeats `keys` (read last-wins)", { kind: "body", body: '{"keys": [{"kty": "EC"}], "keys": [{"kty": "OKP"}]}' }, "malformed", 'repeats the member name "keys"'],
+    [
+      "a key set that repeats `keys` (read last-wins)",
+      { kind: "body", body: '{"keys": [{"kty": "EC"}], "keys": [{"kty": "OKP"}]}' },
+      "malformed",
+      'repeats the member name "keys"',
+    ],
     ["a key that repeats a member", { kind: "body", body: '{"keys": [{"kty": "EC", "kty": "RSA"}]}' }, "malformed", 'repeats the member name "kty"'],
     ["an empty key set", { kind: "body", body: '{"keys": []}' }, "malformed", "holds no key"],
     ["an oversized body with its length declared", { kind: "oversized", bytes: 64 * 1024 * 1024, declared: true }, "too-large", "content-length"],
