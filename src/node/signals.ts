@@ -7,15 +7,16 @@
  * in a terminal reaches node twice under `npm start`, from the terminal (the whole process group)
  * and from npm, which forwards SIGINT and SIGTERM to the process it runs.
  *
- * Under npm a signal may not reach node at all. npm forwards SIGTERM and SIGINT to its child only,
- * and for `npx aip-registry serve` (and any npm script without `exec`) that child is `sh -c`, which
- * runs node as its own child: where /bin/sh is dash (Debian, Ubuntu, the node images) the shell
- * dies of SIGTERM and leaves node running, orphaned and holding its port. So a process npm started
- * also stops when its parent goes away (PARENT_POLL_MS): the one trace the signal leaves. `npm
- * start` and `npm run cli` use `exec` (npm signals node itself), and a signal sent to node, or to
- * the process group, is heard directly as always. Not covered: SIGINT to the npx process alone,
- * which dash holds until its child exits (it expects the child to have had the terminal's SIGINT
- * too), so nothing reaches node; send SIGTERM, as process managers do (docs/deploy.md).
+ * Under npm a signal may not reach node at all. npm forwards SIGTERM and SIGINT to its child
+ * only, and for `npx --no-install aip-registry serve` (and any npm script without `exec`) that
+ * child is `sh -c`, which runs node as its own child: where /bin/sh is dash (Debian, Ubuntu, the
+ * node images) the shell dies of SIGTERM and leaves node running, orphaned and holding its port.
+ * So a process npm started also stops when its parent goes away (PARENT_POLL_MS): the one trace
+ * the signal leaves. `npm start` and `npm run cli` use `exec` (npm signals node itself), and a
+ * signal sent to node, or to the process group, is heard directly as always. Not covered: SIGINT
+ * to the npx process alone, which dash holds until its child exits (it expects the child to have
+ * had the terminal's SIGINT too), so nothing reaches node; send SIGTERM, as process managers do
+ * (docs/deploy.md).
  */
 import type { RunningServer } from "../entry/node.js";
 
