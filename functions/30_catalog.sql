@@ -294,9 +294,9 @@ $$;
 -- it to one content (changed since: stale-cursor, aip_catalog_current). Because the visible set
 -- is a function of the content, the total counted for the first page holds for every later page
 -- of the same query: carrying it saves counting again. The fingerprint (mode, tenant, and the whole
--- query but its paging members) decides whether the carried total applies; when it does not
--- (filters changed, another tenant's cursor, a cursor of another release's fingerprint) the total
--- is counted again. A forged total only misleads its forger.
+-- query but its paging members) binds the cursor to its walk: a cursor that comes back from
+-- another tenant, for the other mode or with other filters is refused (invalid), never continued.
+-- A forged total only misleads its forger.
 --
 -- p_if_revision (a validator the caller already holds for this very request) short-circuits
 -- (aip_catalog_not_modified): the answer is just {catalog_revision, not_modified: true}, after the
@@ -369,9 +369,14 @@ BEGIN
     IF v_parts IS NULL THEN
       PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged');
     END IF;
-    IF v_parts[2] = v_fingerprint THEN
-      v_total := v_parts[1]::bigint;
+    -- 0.1.0's fingerprint (mode, tenant, capability_id, q as matched, profile: its filters) names the
+    -- same walk, while its servers may still hand it out (aip_previous_release_cursors).
+    IF v_parts[2] <> v_fingerprint
+       AND NOT (aip_previous_release_cursors()
+                AND v_parts[2] = lpad(to_hex(hashtextextended(jsonb_build_array(p_mode, p_tenant_id, v_exact, v_text, v_profile)::text, 0)), 16, '0')) THEN
+      PERFORM aip_invalid_field('cursor', 'was not issued for this walk: pass next_cursor back unchanged, with the same filters and tenant');
     END IF;
+    v_total := v_parts[1]::bigint;
     v_after := v_parts[3];
   END IF;
 

@@ -12,16 +12,46 @@
 -- raises the tenant's changes_floor, and a feed from before it answers changes-expired (410): the
 -- gateway lists again.
 
+-- Whether 0.1.0's function set is still installed: its servers may be serving (a rollout that has
+-- not been finalized), so cursors go in the form both releases read, and a page walk can move from
+-- a server of one release to one of the other at any page (docs/upgrades.md, the rule on wire
+-- formats). Once finalized, every cursor handed out is bound to its walk.
+CREATE FUNCTION aip_previous_release_serving() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT 1 FROM aip_schema_sets WHERE name = 'public' AND legacy)
+$$;
+
+-- Whether cursors in 0.1.0's forms are still honoured: while its set is installed, and for an hour
+-- after finalize removed it (a walk in flight then continues; no 0.1.0 server hands one out since).
+CREATE FUNCTION aip_previous_release_cursors() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT aip_previous_release_serving()
+      OR EXISTS (SELECT 1 FROM aip_schema_retired WHERE name = 'public' AND retired_at > now() - interval '1 hour')
+$$;
+
+-- The binding of a change-feed cursor: a digest of the walk it continues (this feed, the tenant,
+-- `since`, the revision the walk answers at, the position). A cursor presented by another tenant,
+-- with another `since`, as a catalog page cursor, or altered in any part does not match, and is
+-- refused. Not a secret: a tenant that forges a cursor for itself reads only its own feed.
+CREATE FUNCTION aip_changes_cursor_binding(p_tenant_id text, p_since bigint, p_revision bigint, p_after text) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT left(encode(sha256(convert_to(jsonb_build_array('catalog-changes', p_tenant_id, p_since, p_revision, p_after)::text, 'UTF8')), 'hex'), 16)
+$$;
+
 -- Entry point (data role). p_query: {since, cursor?, limit?, max_bytes?}. Answers the JSON of
 -- {catalog_revision, since, changes: [{capability_id, change, revision, definition}], next_cursor}
--- or, when nothing changed after `since`, {catalog_revision, not_modified: true}. `change` is
+-- or {catalog_revision, not_modified: true} when there is nothing to build: nothing changed after
+-- `since` (the serving layer answers the empty page, src/catalog/serve.ts), or p_if_revision (the
+-- revision of an answer the caller already holds for this very request, If-None-Match; negative
+-- for `*`) is still current (aip_catalog_not_modified, as for catalog pages). `change` is
 -- `added` (visible now, not at `since`), `changed` (visible at both, its versions changed) or
 -- `removed` (visible at `since`, not now: a tombstone, definition null); `revision` is the last
 -- change's. Pages are ordered by capability ID and bounded like catalog pages (limit, max_bytes).
 -- A walk's pages all answer at the revision its first page did (the cursor carries it), so a
--- change published meanwhile comes with the next poll, from that revision. Without a tenant the
+-- change published meanwhile comes with the next poll, from that revision. The cursor is
+-- "<revision>.<binding>.<last capability ID>" (aip_changes_cursor_binding). Without a tenant the
 -- feed is always empty (revision 0).
-CREATE FUNCTION aip_catalog_changes(p_tenant_id text, p_query jsonb) RETURNS json
+CREATE FUNCTION aip_catalog_changes(p_tenant_id text, p_query jsonb, p_if_revision bigint DEFAULT NULL) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 SET lock_timeout = '5s' AS $$
@@ -52,20 +82,31 @@ BEGIN
     v_floor := coalesce(v_floor, 0);
   END IF;
   IF v_cursor IS NOT NULL THEN
-    -- "<revision the walk answers at>:<last capability ID>"
-    v_parts := regexp_match(v_cursor, '^([0-9]{1,18}):(.+)$');
+    -- "<revision the walk answers at>.<binding>.<last capability ID>"
+    v_parts := regexp_match(v_cursor, '^([0-9]{1,18})\.([0-9a-f]{16})\.(.+)$');
+    -- 0.1.0's "<revision>:<last capability ID>", unbound, while its servers may still hand it out.
+    IF v_parts IS NULL AND aip_previous_release_cursors() THEN
+      v_parts := regexp_match(v_cursor, '^([0-9]{1,18}):(.+)$');
+      IF v_parts IS NOT NULL THEN
+        v_parts := ARRAY[v_parts[1], aip_changes_cursor_binding(p_tenant_id, v_since, v_parts[1]::bigint, v_parts[2]), v_parts[2]];
+      END IF;
+    END IF;
+    IF v_parts IS NULL OR v_parts[2] <> aip_changes_cursor_binding(p_tenant_id, v_since, v_parts[1]::bigint, v_parts[3]) THEN
+      PERFORM aip_invalid_field('cursor', 'was not issued for this walk: pass next_cursor from the previous changes page unchanged, with the same since and tenant');
+    END IF;
     -- A lagging standby that has not replayed the walk's revision hands the read to the primary.
     PERFORM aip_catalog_check_replay(v_parts[1]::bigint, v_global);
-    IF v_parts IS NULL OR v_parts[1]::bigint <= v_since OR v_parts[1]::bigint > v_revision THEN
+    IF v_parts[1]::bigint <= v_since OR v_parts[1]::bigint > v_revision THEN
       PERFORM aip_invalid_field('cursor', 'is malformed: pass next_cursor from a previous page unchanged, with the same since');
     END IF;
     v_revision := v_parts[1]::bigint;
-    v_after := v_parts[2];
+    v_after := v_parts[3];
   END IF;
-  -- Nothing changed since: the tenant's revision is the whole answer.
-  IF v_since >= v_revision THEN
+  -- Nothing to build: nothing changed after since, or the caller's validator is current.
+  IF v_since >= v_revision OR aip_catalog_not_modified(p_if_revision, v_revision, v_global, true) THEN
     RETURN json_build_object('catalog_revision', v_revision, 'not_modified', true);
   END IF;
+  PERFORM aip_catalog_check_replay(p_if_revision, v_global);
   IF v_since < v_floor THEN
     PERFORM aip_fail('changes-expired',
       format('the changes after revision %s are no longer kept (the oldest since this tenant''s feed answers is %s): list the catalog again', v_since, v_floor),
@@ -117,7 +158,10 @@ BEGIN
     'catalog_revision', v_revision,
     'since', v_since,
     'changes', v_items,
-    'next_cursor', CASE WHEN v_fetched > v_included THEN v_revision || ':' || v_last END);
+    -- While 0.1.0's servers may still serve (a rollout), in the form they read too.
+    'next_cursor', CASE WHEN v_fetched <= v_included THEN NULL
+                        WHEN aip_previous_release_serving() THEN v_revision || ':' || v_last
+                        ELSE concat_ws('.', v_revision, aip_changes_cursor_binding(p_tenant_id, v_since, v_revision, v_last), v_last) END);
 END
 $$;
 

@@ -31,7 +31,7 @@ DECLARE
     'aip_catalog_page(text, jsonb, bigint)',
     'aip_catalog_get(text, text, bigint)',
     'aip_catalog_revisions_now(text[])',
-    'aip_catalog_changes(text, jsonb)',
+    'aip_catalog_changes(text, jsonb, bigint)',
     'aip_trim_catalog_changes(bigint, bigint, integer)',
     'aip_resolve_route(text, text, text, jsonb)',
     'aip_get_route(text, text)',

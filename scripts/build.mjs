@@ -9,7 +9,7 @@
  *                                          the bin in a clone, the test setup. About 0.2 s to build,
  *                                          a few milliseconds to find it current.
  *   node scripts/build.mjs --declarations  the JavaScript and the client's type declarations
- *                                          (dist/client.d.ts and what it references): `npm run
+ *                                          (dist/client/*.d.ts: the client imports nothing else): `npm run
  *                                          build`, `npm pack` (prepack). tsc takes seconds, so only
  *                                          the package needs it.
  *
@@ -27,7 +27,7 @@ const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const DIST = join(root, "dist");
 const stampPath = (outdir = DIST) => join(outdir, "build-stamp.json");
 /** What Node runs: the server, the CLI (its commands are loaded on demand) and the published client. */
-const ENTRY_POINTS = ["src/entry/node.ts", "src/entry/cli.ts", "src/client.ts"];
+const ENTRY_POINTS = ["src/entry/node.ts", "src/entry/cli.ts", "src/client/index.ts"];
 /** Syntax is lowered to what Node 20 runs: the server still starts there, though only 22 and 24 are promised. */
 const TARGET = "node20";
 

@@ -46,10 +46,18 @@ const noControl = (s: string) => !/[\u0000]|\p{Cs}/u.test(s);
 const utf8Bytes = (s: string) => new TextEncoder().encode(s).length;
 
 /**
- * An integer query parameter. `abc` or `1.5` is "must be an integer" (plain z.coerce would answer
- * "expected number, received NaN").
+ * An integer query parameter, written in decimal digits with an optional minus sign, within
+ * `bounds`. Anything else is "must be an integer": `abc`, `1.5`, and also what Number() would read
+ * as a number (an empty value as 0, `1e3`, `0x10`, `+5`, ` 5`): a query means what it says or is
+ * refused. The OpenAPI document shows an integer with its bounds.
  */
-export const QueryInteger = () => z.coerce.number({ error: "must be an integer" }).int({ error: "must be an integer" });
+export const QueryInteger = (bounds: { min?: number; max?: number } = {}) => {
+  let integer = z.number({ error: "must be an integer" }).int({ error: "must be an integer" });
+  if (bounds.min !== undefined) integer = integer.min(bounds.min);
+  if (bounds.max !== undefined) integer = integer.max(bounds.max);
+  // Only a decimal string becomes a number; anything else reaches z.number() as it is, and is refused.
+  return z.preprocess((value) => (typeof value === "string" && /^-?[0-9]{1,16}$/.test(value) ? Number(value) : value), integer);
+};
 
 /**
  * A page size query parameter (src/limits.ts): clamped to [1, max], never refused for its value
@@ -448,8 +456,7 @@ export const CatalogQuery = z.object({
   capability_id: Id().optional().openapi({ description: "Exact capability ID." }),
   profile: Id().optional().openapi({ description: "Only capabilities whose implementing version declares this profile." }),
   limit: PageSize(CATALOG_PAGE, "Items per page"),
-  max_bytes: QueryInteger()
-    .min(1)
+  max_bytes: QueryInteger({ min: 1 })
     .transform((value) => clampPage(value, CATALOG_PAGE_BYTES))
     .optional()
     .openapi({
@@ -474,7 +481,7 @@ export const CATALOG_PAGING_MEMBERS = ["limit", "max_bytes", "cursor"] as const 
 
 /** GET /v1/catalog/changes: the tenant's catalog changes after a revision (functions/31_catalog_changes.sql). */
 export const CatalogChangesQuery = z.object({
-  since: QueryInteger().min(0).max(JSON_INTEGER_MAX).openapi({
+  since: QueryInteger({ min: 0, max: JSON_INTEGER_MAX }).openapi({
     description: "A `catalog_revision` the registry answered this tenant (a catalog page's, or the previous changes page's): the changes after it.",
   }),
   cursor: CatalogQuery.shape.cursor.openapi({ description: "`next_cursor` of the previous changes page, with the same `since`." }),

@@ -125,6 +125,14 @@ export function validatorRevision(header: string | undefined, digest: string): n
   return newest;
 }
 
+/**
+ * The change feed's answer when nothing changed after `since`: an empty last page at the tenant's
+ * revision. Built here, also after a statement, so that one ETag always names the same bytes.
+ */
+function emptyChanges(revision: number, since: number): string {
+  return JSON.stringify({ catalog_revision: revision, since, changes: [], next_cursor: null });
+}
+
 /** The revision a cursor belongs to ("<revision>:..."), if it names one. */
 function cursorRevision(cursor: string | undefined): number | undefined {
   const match = cursor ? /^(\d{1,15}):/.exec(cursor) : null;
@@ -259,22 +267,47 @@ export class CatalogServer {
   }
 
   /**
-   * The tenant's catalog changes after `query.since` (GET /v1/catalog/changes), not cached: 304
-   * when nothing changed since, which within the staleness bound costs no statement at all when
-   * this process confirmed the tenant's revision at or before `since`; otherwise one statement.
-   * The strong ETag names the tenant's revision and the request.
+   * The tenant's catalog changes after `query.since` (GET /v1/catalog/changes), not cached (a poll
+   * names a `since` of its own). HTTP as for pages: 304 only for a validator of this very request
+   * that is still current (If-None-Match); without one, a 200 with the answer, which when nothing
+   * changed after `since` is the empty page, built here. Within the staleness bound, the first page
+   * of a walk costs no statement at all when this process confirmed the tenant's revision recently
+   * and the validator names it, or nothing changed after `since`; otherwise one statement. The
+   * strong ETag names the tenant's revision, the request and the content coding; on Node the
+   * answer is compressed like a page (once per answer: nothing here is kept).
    */
-  async changes(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogOutcome> {
+  async changes(tenantId: string | null, query: CatalogChangesQuery, request: CatalogRequest = {}): Promise<CatalogOutcome> {
+    const { compressor } = this.options;
     const tenant = tenantKey(tenantId);
     const digest = keyDigest(JSON.stringify(["changes", tenantId, query.since, query.cursor ?? null, query.limit ?? null, query.max_bytes ?? null]));
+    // Decided by the request alone, so that a 304 names the same representation a 200 would.
+    const coding = compressor ? negotiateCoding(request.acceptEncoding, compressor.codings) : null;
+    const etag = (revision: number) => etagOf(revision, digest, coding);
+    const validator = validatorRevision(request.ifNoneMatch, digest);
+    const answer = async (revision: number, text: string, cache: CacheOutcome): Promise<CatalogOutcome> => {
+      const body = coding && compressor ? await compressor.compress(text, coding) : text;
+      return { status: 200, revision, etag: etag(revision), body, coding, cache };
+    };
+
     const known = query.cursor === undefined ? this.confirmed.fresh(tenant, this.now(), this.options.maxStalenessMs ?? 0) : undefined;
-    if (known !== undefined && query.since >= known) return { status: 304, revision: known, etag: etagOf(known, digest), cache: "hit" };
-    const answer = await this.registry.catalogChangesText(tenantId, query);
+    if (known !== undefined) {
+      if (validator === "any" || validator === known) return { status: 304, revision: known, etag: etag(known), cache: "hit" };
+      if (query.since >= known) return answer(known, emptyChanges(known, query.since), "hit");
+    }
+    const read = await this.registry.catalogChangesText(tenantId, query, validator === "any" ? ANY_REVISION : validator);
     // A replica's answer was current only as of its replay lag ago (src/registry/catalog-replica.ts).
-    this.confirmed.confirm(tenant, answer.catalog_revision, this.now() - (answer.replay_lag_ms ?? 0));
-    const etag = etagOf(answer.catalog_revision, digest);
-    if (answer.not_modified || answer.text === null) return { status: 304, revision: answer.catalog_revision, etag, cache: "revalidated" };
-    return { status: 200, revision: answer.catalog_revision, etag, body: answer.text, coding: null, cache: "miss" };
+    this.confirmed.confirm(tenant, read.catalog_revision, this.now() - (read.replay_lag_ms ?? 0));
+    const revision = read.catalog_revision;
+    if (read.not_modified) {
+      // The validator is current, or nothing changed after since (then an older validator, or
+      // none, gets the empty page).
+      if (validator === "any" || (typeof validator === "number" && validator >= revision))
+        return { status: 304, revision, etag: etag(revision), cache: "revalidated" };
+      if (query.since >= revision) return answer(revision, emptyChanges(revision, query.since), "revalidated");
+      throw new Error(`the change feed answered "not modified" at revision ${revision} for a validator it does not match`);
+    }
+    if (read.text === null) throw new Error("a change feed page is never missing");
+    return answer(revision, read.text, "miss");
   }
 
   private async serve(

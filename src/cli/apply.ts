@@ -4,7 +4,7 @@
  * its own rules, inside a rolled-back publication) and shows, for updated records, which fields
  * differ from what is stored now.
  */
-import { RegistryProblem, type PublicationResult } from "../client.js";
+import { RegistryProblem, type PublicationResult } from "../client/index.js";
 import { RegistryError } from "../registry/errors.js";
 import type { Backend } from "./backend.js";
 import { Annotated, EXIT, UsageError, str, withBackend, type CommandContext } from "./context.js";

@@ -21,7 +21,7 @@ import {
   type RouteRetentionPolicy,
   type RouteRetentionResult,
   type RoutesPage,
-} from "../client.js";
+} from "../client/index.js";
 import { BINDINGS_PAGE } from "../limits.js";
 import { RECORD_KINDS } from "../record-kinds.js";
 import type { Change as ChangeRecord, RecordKind } from "../schemas.js";
@@ -77,8 +77,12 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
     baseUrl: options.url,
     token: options.token,
     headers: { "user-agent": "aip-registry-cli" },
+    // The whole call, answer included; past it the client throws RegistryTimeoutError (exit 3).
+    timeoutMs: options.timeoutMs,
     fetch: (input, init) =>
-      fetch(input, { ...init, signal: AbortSignal.timeout(options.timeoutMs) }).catch((error: unknown) => {
+      fetch(input, init).catch((error: unknown) => {
+        // The client's own abort (its timeout) is its to report.
+        if (init.signal?.aborted) throw error;
         throw new RegistryUnreachable(options.url, error);
       }),
   });
@@ -92,7 +96,8 @@ export function httpBackend(options: { url: string; token: string | (() => Promi
       let cursor: string | undefined;
       do {
         const page = await client.adminBindings(tenantId, { limit: BINDINGS_PAGE.max, ...(cursor ? { cursor } : {}) });
-        all.push(...page.bindings);
+        // Records as plain objects (the wire types are interfaces, which carry no index signature).
+        all.push(...page.bindings.map((binding) => ({ ...binding })));
         cursor = page.next_cursor ?? undefined;
       } while (cursor);
       return all;

@@ -5,7 +5,7 @@
  * --tenant names it.
  */
 import { CATALOG_PAGE, clampPage } from "../limits.js";
-import { EXIT, UsageError, str, withBackend, type CommandContext } from "./context.js";
+import { EXIT, UsageError, givenToken, str, tokenTenant, withBackend, type CommandContext } from "./context.js";
 import { table } from "./table.js";
 
 export async function catalog(ctx: CommandContext): Promise<number> {
@@ -21,7 +21,20 @@ export async function catalog(ctx: CommandContext): Promise<number> {
   if (limitText !== undefined && !/^\d+$/.test(limitText)) throw new UsageError("--limit must be a positive integer");
   const tenant = str(ctx.values, "tenant");
   const overSql = str(ctx.values, "database-url") !== undefined;
+  // A catalog is one tenant's, and a read without one is always empty: say what is missing
+  // instead of printing "no changes".
   if (overSql && !tenant) throw new UsageError("over SQL (--database-url) the tenant must be given: --tenant T");
+  const given = overSql ? undefined : givenToken(ctx);
+  if (!overSql && given === undefined && !tenant) {
+    throw new UsageError("the tenant must be given: --tenant T (the token the CLI mints names it), or a tenant's token with --token");
+  }
+  if (given !== undefined) {
+    const claimed = tokenTenant(given);
+    if (claimed === null) throw new UsageError("the token names no tenant (no tenant_id claim), and a catalog is one tenant's: pass a tenant's token");
+    if (tenant && claimed !== undefined && claimed !== tenant) {
+      throw new UsageError(`--tenant ${tenant} is not the token's tenant (${claimed}): over HTTP the tenant is the token's`);
+    }
+  }
   return withBackend(
     ctx,
     ["catalog:read"],

@@ -68,6 +68,28 @@ export function registryUrl(ctx: CommandContext): string {
   return (str(ctx.values, "url") ?? ctx.env.AIP_REGISTRY_URL ?? `http://127.0.0.1:${ctx.env.PORT || 8787}`).replace(/\/+$/, "");
 }
 
+/** The token the operator gave (--token, else AIP_REGISTRY_TOKEN); undefined when the CLI mints its own. */
+export function givenToken(ctx: CommandContext): string | undefined {
+  return str(ctx.values, "token") || ctx.env.AIP_REGISTRY_TOKEN || undefined;
+}
+
+/**
+ * The `tenant_id` claim of a JWT, read without verifying it (the registry verifies; this only
+ * lets a command say what is missing before asking): the tenant, null for a JWT that names none,
+ * undefined for a token that is not a readable JWT.
+ */
+export function tokenTenant(token: string): string | null | undefined {
+  const payload = token.split(".")[1];
+  if (!payload) return undefined;
+  try {
+    const claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as { tenant_id?: unknown };
+    if (typeof claims !== "object" || claims === null) return undefined;
+    return typeof claims.tenant_id === "string" && claims.tenant_id.trim() !== "" ? claims.tenant_id : null;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The command's registry. --database-url selects SQL; otherwise HTTP with --token,
  * AIP_REGISTRY_TOKEN, or a short-lived token minted for exactly `scopes` from the signing secret
@@ -80,7 +102,7 @@ async function openBackend(ctx: CommandContext, scopes: Scope[], claims: { tenan
   const url = registryUrl(ctx);
   const timeoutMs = Number(str(ctx.values, "timeout") ?? 30) * 1000;
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) throw new UsageError("--timeout must be a positive number of seconds");
-  const given = str(ctx.values, "token") ?? ctx.env.AIP_REGISTRY_TOKEN;
+  const given = givenToken(ctx);
   if (given) return httpBackend({ url, token: given, timeoutMs });
   const secret = await signingSecret(ctx);
   if (!secret) {

@@ -2,7 +2,7 @@
  * The fleet commands: `status` (the fleet status as tables), `doctor` (readiness, the invariant
  * checker and fleet warnings; non-zero when something is wrong) and `expire-leases`.
  */
-import type { FleetRegion, FleetStatus } from "../client.js";
+import type { FleetRegion, FleetStatus } from "../client/index.js";
 import { LEASE_EXPIRY_BATCH, type RangeBound } from "../limits.js";
 import { EXIT, UsageError, str, withBackend, type CommandContext } from "./context.js";
 import { percent, table } from "./table.js";

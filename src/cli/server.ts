@@ -101,6 +101,7 @@ export async function serve(ctx: CommandContext): Promise<number> {
     const value = str(ctx.values, option);
     if (value !== undefined) env[variable] = value;
   }
-  // Until SIGTERM or SIGINT, then the graceful stop (src/node/signals.ts): exit 0 once drained.
-  return serveUntilSignal(() => startServer(env, ctx.io.out));
+  // Until SIGTERM or SIGINT (or, under npm, the exit of the process that started it), then the
+  // graceful stop (src/node/signals.ts): exit 0 once drained.
+  return serveUntilSignal(() => startServer(env, ctx.io.out), ctx.env);
 }

@@ -6,7 +6,7 @@ import { createPgPool, pgExecutor, redactUrl } from "../db/pg.js";
 import { BINDINGS_PAGE, CLI_CONNECT_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS } from "../limits.js";
 import { verifySchema } from "../registry/schema-check.js";
 import { Registry, type CatalogChanges } from "../registry/registry.js";
-import type { CatalogChange } from "../client.js";
+import type { CatalogChange } from "../client/index.js";
 import type { Backend } from "./backend.js";
 import { isConnectionFailure, RegistryUnreachable } from "./errors.js";
 

@@ -140,7 +140,11 @@ CREATE TABLE IF NOT EXISTS aip_schema_roles (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
   data_role text NOT NULL,
   control_role text NOT NULL);
-REVOKE ALL ON aip_schema_applied, aip_schema_sets, aip_schema_sightings, aip_schema_roles FROM PUBLIC;
+CREATE TABLE IF NOT EXISTS aip_schema_retired (
+  name text NOT NULL,
+  release text NOT NULL,
+  retired_at timestamptz(3) NOT NULL DEFAULT now());
+REVOKE ALL ON aip_schema_applied, aip_schema_sets, aip_schema_sightings, aip_schema_roles, aip_schema_retired FROM PUBLIC;
 `;
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
@@ -484,6 +488,9 @@ async function dropUnusedSets(
     if (!set.legacy) await session.exec(`DROP SCHEMA ${ident(set.name)} CASCADE`);
     await session.query("DELETE FROM aip_schema_sightings WHERE set_name = $1", [set.name]);
     await session.query("DELETE FROM aip_schema_sets WHERE name = $1", [set.name]);
+    // When it went: wire formats only its servers handed out are honoured a while longer (a page
+    // walk in flight at finalize), and doctor can tell.
+    await session.query("INSERT INTO aip_schema_retired (name, release) VALUES ($1, $2)", [set.name, set.release]);
   }
   return older.map((set) => set.name);
 }

@@ -2,6 +2,6 @@
 export const RELEASE = "0.2.0";
 /** The newest expand migration this build knows: it needs the database at least there (contract migrations are cleanup, never needed). */
 export const SCHEMA_VERSION = 11;
-export const FUNCTIONS_CHECKSUM = "4f5f96e4158f5ca6cbb3d9cd49febeb74493a760dea0f36de45ad71116318ce9";
+export const FUNCTIONS_CHECKSUM = "7d8805cbb3408217486a8fbdc69af79e5692147744245563fd47dbeb39d083d8";
 /** The schema this build's functions are installed in and called from (docs/upgrades.md). */
-export const FUNCTION_SET = "aip_fn_4f5f96e4158f";
+export const FUNCTION_SET = "aip_fn_7d8805cbb340";

@@ -12,7 +12,7 @@
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { RegistryProblem } from "../client.js";
+import { RegistryProblem, RegistryTimeoutError } from "../client/index.js";
 import { MigrationError } from "../db/migrate.js";
 import { LEASE_EXPIRY_BATCH, ROUTE_RETENTION_BATCH } from "../limits.js";
 import { RegistryError } from "../registry/errors.js";
@@ -215,8 +215,8 @@ function report(thrown: unknown, io: Io): number {
     print(error.message);
     return EXIT.failed;
   }
-  if (error instanceof RegistryUnreachable) {
-    print(error.message);
+  if (error instanceof RegistryUnreachable || error instanceof RegistryTimeoutError) {
+    print(error instanceof RegistryTimeoutError ? `the registry did not answer in time: ${error.message} (--timeout)` : error.message);
     return EXIT.unavailable;
   }
   print(error instanceof Error ? error.message : String(error));
@@ -225,7 +225,12 @@ function report(thrown: unknown, io: Io): number {
 
 export async function main(argv: string[], env: Record<string, string | undefined>, io: Io): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+  // No command is a usage error (scripts that forgot one must not succeed); asking for help is not.
+  if (name === undefined) {
+    io.err(`error: no command given\n\n${help()}`);
+    return EXIT.usage;
+  }
+  if (name === "help" || name === "--help" || name === "-h") {
     const command = name === "help" && rest[0] ? COMMANDS[rest[0]] : undefined;
     io.out(command ? `Usage: aip-registry ${command.usage}` : help());
     return EXIT.ok;

@@ -15,7 +15,9 @@
  *   (so during an outage a removed key is honoured for up to `maxAgeMs + graceMs`); beyond that,
  *   or before any set was fetched, verification is refused with `auth-unavailable` (503 and
  *   Retry-After), never with a 401 that would tell a caller its valid token is bad. What failed
- *   is logged and counted (`status()`), never told to the caller.
+ *   is logged and counted (`status()`), never told to the caller. A body that is not a usable key
+ *   set counts as a failed fetch too: not a JWKS, a repeated member name (ambiguous), or no key at
+ *   all (which would lock every token out at once, without the grace).
  *
  * Times come from `now` (an injected clock in tests). Workers: isolates share nothing, and a
  * fetch started by one request may be abandoned with it, so a waiter stops waiting after the
@@ -25,6 +27,7 @@ import { createLocalJWKSet, errors, type CryptoKey, type FlattenedJWSInput, type
 import { AUTH_JWKS_BACKOFF_MAX_MS, AUTH_JWKS_BACKOFF_MIN_MS } from "../limits.js";
 import { RegistryError } from "../registry/errors.js";
 import { FETCH_OUTCOMES, fetchKeySet, type FetchOutcome } from "./jwks-fetch.js";
+import { duplicateMemberName } from "./unique-members.js";
 
 export interface KeySetOptions {
   url: string;
@@ -212,6 +215,13 @@ export class RemoteKeySet {
     } catch {
       return this.failed("malformed", "the body is not a JSON Web Key Set");
     }
+    // Two more refusals, each a failed fetch, so the last good set keeps serving within its grace:
+    // a repeated member name (two `keys` arrays, or a key with two `n`s) is read last-wins here and
+    // maybe first-wins by the provider's own tooling, so which keys it publishes is ambiguous; and an
+    // empty set would refuse every token at once, which is an outage, not a rotation.
+    const repeated = duplicateMemberName(result.text);
+    if (repeated !== undefined) return this.failed("malformed", `the key set repeats the member name ${JSON.stringify(repeated)}`);
+    if ((result.json as JSONWebKeySet).keys.length === 0) return this.failed("malformed", "the key set holds no key");
     this.fetches.ok++;
     this.goodFetches++;
     const now = this.options.now();

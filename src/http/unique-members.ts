@@ -3,7 +3,8 @@
  * where another parser may keep the first: a token whose JOSE header or claims repeat a name means
  * two things to two parsers, and is refused (RFC 7519 section 4 and RFC 7515 section 5.2 let a
  * recipient refuse it). jose parses with JSON.parse, so the check is ours: one pass over text that
- * is already known to be valid JSON, run only for tokens whose signature verified.
+ * is already known to be valid JSON, run only for tokens whose signature verified, and for each
+ * key set fetched from the identity provider (src/http/jwks.ts: two `keys` members are refused).
  */
 export function duplicateMemberName(json: string): string | undefined {
   // One entry per open container: the member names of an object, null for an array.

@@ -188,18 +188,19 @@ export class Registry {
 
   /**
    * The tenant's catalog changes after `query.since` as JSON text (functions/31_catalog_changes.sql),
-   * or not_modified (text null) when nothing changed since.
+   * or not_modified (text null) when there is nothing to build: nothing changed after `since`, or
+   * `ifRevision` (the revision of an answer the caller holds for this very request; ANY_REVISION
+   * for `*`) is still current.
    */
-  catalogChangesText(tenantId: string | null, query: CatalogChangesQuery): Promise<CatalogAnswer> {
+  catalogChangesText(tenantId: string | null, query: CatalogChangesQuery, ifRevision: number | null = null): Promise<CatalogAnswer> {
     return this.catalogRead(
       tenantId,
       {
         columns:
           "r->>'catalog_revision' AS revision, CASE WHEN r->>'not_modified' IS NULL THEN r::text END AS text, r->>'not_modified' IS NOT NULL AS not_modified",
-        // No bigint argument to make it lateral to the lag measurement: measured in the same statement still.
-        from: () => `${this.set}aip_catalog_changes($1::text, $2::jsonb) AS r`,
+        from: (after) => `${this.set}aip_catalog_changes($1::text, $2::jsonb, $3::bigint${after}) AS r`,
       },
-      [tenantId, json(query)],
+      [tenantId, json(query), ifRevision],
     );
   }
 

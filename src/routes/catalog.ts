@@ -116,20 +116,23 @@ export function registerCatalogRoutes(app: OpenAPIHono<AppEnv>, catalog: Catalog
         "The capabilities of the tenant that were added, changed (with their definitions) or removed (tombstones) after `since`, " +
         "a `catalog_revision` the registry answered this tenant (a catalog page's, or the last changes page's), in pages ordered by " +
         "capability ID, all at one revision. After the last page the caller holds the catalog at `catalog_revision`: poll " +
-        "again with `since` set to it. 304 when nothing changed since (one index lookup; none at all within the server's " +
-        "staleness bound). 410 `changes-expired` when `since` is older than the history kept (`CATALOG_CHANGES_KEEP_REVISIONS`, " +
+        "again with `since` set to it. When nothing changed after `since` the answer is an empty last page (`changes` empty, " +
+        "`next_cursor` null; one index lookup, none at all within the server's staleness bound). `If-None-Match` with the ETag " +
+        "of an earlier answer to the same request answers 304 while the tenant's revision is unchanged. `next_cursor` is bound " +
+        "to the tenant and to `since`: pass it back unchanged with the same `since` (another tenant's cursor, or a catalog " +
+        "page's, is 400). 410 `changes-expired` when `since` is older than the history kept (`CATALOG_CHANGES_KEEP_REVISIONS`, " +
         "`CATALOG_CHANGES_KEEP_SECONDS`): list the catalog again. Gateway sync recipe: docs/catalog-sync.md.",
       security: bearer,
       middleware: [requireScope("catalog:read")],
-      request: { query: CatalogChangesQuery },
+      request: { query: CatalogChangesQuery, headers: IfNoneMatch },
       responses: {
-        200: { ...json(CatalogChanges, "The changes after `since`"), headers: CacheHeaders },
-        304: { description: "Nothing changed in the tenant's catalog after `since`", headers: CacheHeaders },
+        200: { ...json(CatalogChanges, "The changes after `since` (none: an empty last page)"), headers: CacheHeaders },
+        304: NotModified,
         ...problems("changes-expired"),
       },
     }),
     async (c) => {
-      const outcome = await catalog.changes(c.get("principal").tenantId, c.req.valid("query"));
+      const outcome = await catalog.changes(c.get("principal").tenantId, c.req.valid("query"), catalogRequest(c));
       return respond(c, catalog, outcome, () => new RegistryError("internal", "a change feed page is never missing"));
     },
   );

@@ -63,7 +63,7 @@ export function registerFleetRoutes(
         "`next_deadline` also re-arms them: a cycle is then due no later than that time.",
       security: bearer,
       middleware: [requireScope("registry:admin")],
-      request: { query: z.object({ limit: QueryInteger().min(LEASE_EXPIRY_BATCH.min).max(LEASE_EXPIRY_BATCH.max).optional() }) },
+      request: { query: z.object({ limit: QueryInteger({ min: LEASE_EXPIRY_BATCH.min, max: LEASE_EXPIRY_BATCH.max }).optional() }) },
       responses: { 200: json(LeaseExpiryResult, "How many replicas expired and routes were released"), ...problems() },
     }),
     async (c) => {
@@ -90,7 +90,7 @@ export function registerFleetRoutes(
         "`route-expired` (410). 409 `conflict` when retention is off on this server (ROUTE_RETENTION_DAYS=0).",
       security: bearer,
       middleware: [requireScope("registry:admin")],
-      request: { query: z.object({ limit: QueryInteger().min(ROUTE_RETENTION_BATCH.min).max(ROUTE_RETENTION_BATCH.max).optional() }) },
+      request: { query: z.object({ limit: QueryInteger({ min: ROUTE_RETENTION_BATCH.min, max: ROUTE_RETENTION_BATCH.max }).optional() }) },
       responses: { 200: json(RouteRetentionResult, "How many routes were removed, and the watermarks"), ...problems("conflict") },
     }),
     async (c) => {

@@ -1,11 +1,14 @@
 /**
  * `catalog changes --since R` as a subprocess, over HTTP (the tenant in a token the CLI mints with
  * --tenant) and over SQL (--tenant): the changes after R and the revision they bring the caller
- * to, "no changes" when nothing changed, usage errors, and changes-expired below the history kept.
+ * to, "no changes" when nothing changed, usage errors (a missing tenant named as such, never "no
+ * changes"), and changes-expired below the history kept.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.js";
 import { binding, publishSimpleFleet } from "../../fixtures/records.js";
+import { mintToken } from "../../src/http/tokens.js";
+import { TEST_SECRET } from "../support/http.js";
 import { cleanEnv, cliEnv, runCli, startApiServer, type ApiServer } from "./support.js";
 
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });
@@ -58,6 +61,23 @@ describe("catalog changes", () => {
       expect((await runCli(args, { env: cliEnv(server.url) })).code, args.join(" ")).toBe(2);
     }
     await db.registry.publish([binding(tenant, "cap:ccli.a", `cinst_ccli_${tenant}`, { enabled: false, policy_revision: 2 })]);
+    // Without a tenant there is no catalog to read: say so (exit 2), never "no changes".
+    const gateway = await mintToken(TEST_SECRET, { subject: "gw", scopes: ["catalog:read"], tenantId: tenant, ttlSeconds: 300 });
+    const tenantless = await mintToken(TEST_SECRET, { subject: "gw", scopes: ["catalog:read"], ttlSeconds: 300 });
+    for (const [args, said] of [
+      [["catalog", "changes", "--since", "0"], /the tenant must be given: --tenant T/],
+      [["catalog", "changes", "--since", "0", "--token", tenantless], /the token names no tenant/],
+      [["catalog", "changes", "--since", "0", "--token", gateway, "--tenant", "tenant-elsewhere"], /not the token's tenant \(tenant-ccli\)/],
+    ] as const) {
+      const refused = await runCli([...args], { env: cliEnv(server.url) });
+      expect(refused.code, args.join(" ")).toBe(2);
+      expect(refused.stdout).toBe("");
+      expect(refused.stderr).toMatch(said);
+    }
+    // The tenant's own token needs no --tenant.
+    const own = await runCli(["catalog", "changes", "--since", String(since), "--token", gateway], { env: cliEnv(server.url) });
+    expect(own.code, own.stderr).toBe(0);
+    expect(own.stdout).toMatch(/removed\s+cap:ccli\.b/);
     await db.registry.trimCatalogChanges(1, 86_400, 10_000);
     const expired = await runCli(["catalog", "changes", "--since", String(since), "--tenant", tenant], { env: cliEnv(server.url) });
     expect(expired.code).toBe(1);

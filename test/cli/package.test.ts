@@ -16,7 +16,7 @@ import { cleanEnv, ROOT } from "./support.js";
 vi.setConfig({ testTimeout: 300_000, hookTimeout: 300_000 });
 
 const run = promisify(execFile);
-const pkg = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { name: string; version: string };
+const pkg = JSON.parse(await readFile(join(ROOT, "package.json"), "utf8")) as { name: string; version: string; license?: string };
 let work: string;
 let consumer: string;
 let tarball: string;
@@ -57,8 +57,9 @@ describe.concurrent("the package", () => {
       "bin/aip-registry.mjs",
       "dist/entry/cli.js",
       "dist/entry/node.js",
-      "dist/client.js",
-      "dist/client.d.ts",
+      "dist/client/index.js",
+      "dist/client/index.d.ts",
+      "dist/client/wire.d.ts",
       "dist/db/sql-files.js",
       "drizzle/meta/_journal.json",
       "drizzle/0000_registry_tables.sql",
@@ -66,9 +67,13 @@ describe.concurrent("the package", () => {
       "docs/deploy.md",
       "docs/node.md",
       "README.md",
+      "LICENSE",
       "examples/fleet.yaml",
     ])
       expect(paths, expected).toContain(expected);
+    // The licence: the file, and the SPDX identifier npm and scanners read.
+    expect(pkg.license).toBe("Apache-2.0");
+    expect(await readFile(join(ROOT, "LICENSE"), "utf8")).toMatch(/^Copyright The AIP registry authors\n\n\s+Apache License\n\s+Version 2\.0, January 2004\n/);
     const unwanted = paths.filter((path) => /^(test|bench|src|scripts|dev|\.ci)\/|^dist\/worker\/|\.ts$/.test(path) && !path.endsWith(".d.ts"));
     expect(unwanted).toEqual([]);
   });

@@ -1,6 +1,8 @@
 /**
  * Stopping the server the way process managers do: a real SIGTERM or SIGINT sent to `npm start`
- * (which runs `node dist/entry/node.js` itself, with no shell or tsx in between) or to the node process.
+ * (which runs `node dist/entry/node.js` itself, with no shell or tsx in between) or to the node process,
+ * and to the other documented ways of starting it: `npx --no-install aip-registry serve` (npm, a
+ * shell, then node) and `npm run cli -- serve`.
  * The listener stops accepting at once, a request in flight is answered, lease maintenance and the
  * database close, the data directory is released, and the process exits 0; a request that is not
  * done by SHUTDOWN_DRAIN_MS is cut and the process still stops.
@@ -47,10 +49,15 @@ function alive(pid: number): boolean {
 }
 
 /** `npm start` in the checkout, in its own process group (as a terminal would run it). */
-async function npmStart(env: Record<string, string> = {}): Promise<Started> {
+function npmStart(env: Record<string, string> = {}): Promise<Started> {
+  return launch("npm", ["start"], env);
+}
+
+/** A command that starts the server (npm start, npx ... serve, npm run cli -- serve), in its own process group. */
+async function launch(command: string, args: string[], env: Record<string, string> = {}): Promise<Started> {
   const dataDir = await mkdtemp(join(tmpdir(), "aip-shutdown-"));
   const port = await freePort();
-  const npm = spawn("npm", ["start"], {
+  const npm = spawn(command, args, {
     cwd: ROOT,
     env: cleanEnv({ DATA_DIR: dataDir, PORT: String(port), ACCESS_LOG: "false", ...env }),
     stdio: ["ignore", "pipe", "pipe"],
@@ -63,7 +70,7 @@ async function npmStart(env: Record<string, string> = {}): Promise<Started> {
   const deadline = Date.now() + 200_000;
   while (!/TENANT_TOKEN=\S+/.test(output) && npm.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   const pid = Number(/listening on \S+ \([^)]*\), PID (\d+)/.exec(output)?.[1]);
-  if (!pid || !/TENANT_TOKEN=\S+/.test(output)) throw new Error(`npm start did not come up:\n${output}`);
+  if (!pid || !/TENANT_TOKEN=\S+/.test(output)) throw new Error(`${command} ${args.join(" ")} did not come up:\n${output}`);
   const s: Started = { npm, pid, port, dataDir, output: () => output, exited };
   started.push(s);
   return s;
@@ -79,6 +86,25 @@ function parentOf(pid: number): number | undefined {
       .slice(readFileSync(stat, "utf8").lastIndexOf(")") + 2)
       .split(" ")[1],
   );
+}
+
+/** The command name of `pid` (Linux), or undefined. */
+function commandOf(pid: number): string | undefined {
+  const comm = `/proc/${pid}/comm`;
+  return existsSync(comm) ? readFileSync(comm, "utf8").trim() : undefined;
+}
+
+/** Whether something accepts connections on the port. */
+async function listening(port: number): Promise<boolean> {
+  const socket = connect(port, "127.0.0.1");
+  try {
+    await once(socket, "connect");
+    return true;
+  } catch {
+    return false;
+  } finally {
+    socket.destroy();
+  }
 }
 
 /** A PUT whose body is only half sent: in flight at the server until `finish()` sends the rest. */
@@ -159,4 +185,40 @@ it("cuts a request still unfinished at SHUTDOWN_DRAIN_MS and stops anyway (SIGTE
   // 1 s of drain, up to 2 s for the database, and a busy machine's slack.
   expect(took).toBeLessThan(10_000);
   expect(s.output()).toMatch(/"msg":"requests still in flight at the drain deadline were cut","cut":1,"drain_ms":1000/);
+});
+
+// npm forwards SIGTERM and SIGINT to its child only. For `npx aip-registry serve` that child is
+// `sh -c 'aip-registry' serve`, and node is the shell's child: where /bin/sh is dash, SIGTERM kills
+// the shell and used to leave node running, orphaned and holding its port.
+it("SIGTERM to `npx --no-install aip-registry serve` (npm, then a shell, then node) stops the server within 10 s", async () => {
+  const s = await launch("npx", ["--no-install", "aip-registry", "serve"]);
+  const shell = parentOf(s.pid);
+  // Where /proc tells: the process tree this test is about (a shell may be missing where /bin/sh execs).
+  if (shell !== undefined && shell !== s.npm.pid) {
+    expect(commandOf(shell)).toMatch(/^(sh|dash|bash|ash)$/);
+    expect(parentOf(shell)).toBe(s.npm.pid);
+  }
+  const signalled = Date.now();
+  process.kill(s.npm.pid as number, "SIGTERM");
+  expect(await waitFor(() => !alive(s.pid), 10_000), s.output()).toBe(true);
+  expect(Date.now() - signalled).toBeLessThan(10_000);
+  expect(await listening(s.port)).toBe(false);
+  // Gracefully: drained, the database closed, the data directory released.
+  expect(s.output()).toMatch(/"msg":"stopped",("signal":"SIGTERM"|"reason":"[^"]*npm[^"]*"),"drained_ms":\d+,"cut":0/);
+  const migrate = await runCli(["migrate"], { env: cleanEnv({ DATA_DIR: s.dataDir }) });
+  expect(migrate.code, migrate.stderr).toBe(0);
+});
+
+it.each(["SIGTERM", "SIGINT"] as const)("%s to `npm run cli -- serve` (to npm alone) stops the server gracefully within 10 s", async (signal) => {
+  const s = await launch("npm", ["run", "cli", "--", "serve"]);
+  // `exec` in the script: npm runs node itself, and forwards the signal to it.
+  const parent = parentOf(s.pid);
+  if (parent !== undefined) expect(parent).toBe(s.npm.pid);
+  const signalled = Date.now();
+  process.kill(s.npm.pid as number, signal);
+  expect(await waitFor(() => !alive(s.pid), 10_000), s.output()).toBe(true);
+  expect(Date.now() - signalled).toBeLessThan(10_000);
+  expect(await listening(s.port)).toBe(false);
+  expect(s.output()).toMatch(new RegExp(`"msg":"stopped","signal":"${signal}","drained_ms":\\d+,"cut":0`));
+  await s.exited;
 });

@@ -42,12 +42,16 @@ describe("catalog query plans at fleet scale", () => {
     const first = await catalogPage(db.registry, tenant, { limit: 50 });
     const deepCursor = (await catalogPage(db.registry, tenant, { limit: 50, cursor: first.next_cursor!.replace(/cap:fleet\.\d+$/, fleetCapability(900)) }))
       .next_cursor!;
+    // A cursor continues only its own walk (its filters): the filtered deep page starts from one of its own.
+    const filters = { q: "fleet", profile: "aip.mcp.v1" };
+    const filteredFirst = await catalogPage(db.registry, tenant, { ...filters, limit: 50 });
+    const deepFilteredCursor = filteredFirst.next_cursor!.replace(/cap:fleet\.\d+$/, fleetCapability(900));
     const calls: [string, string, unknown[]][] = [
       ["first page", "SELECT aip_catalog_page($1, $2)", [tenant, { limit: 50 }]],
       ["deep page", "SELECT aip_catalog_page($1, $2)", [tenant, { limit: 50, cursor: deepCursor }]],
       ["search", "SELECT aip_catalog_page($1, $2)", [tenant, { q: "number 12", limit: 50 }]],
       ["profile", "SELECT aip_catalog_page($1, $2)", [tenant, { profile: "aip.mcp.v1", limit: 50 }]],
-      ["deep search + profile", "SELECT aip_catalog_page($1, $2)", [tenant, { q: "fleet", profile: "aip.mcp.v1", limit: 50, cursor: deepCursor }]],
+      ["deep search + profile", "SELECT aip_catalog_page($1, $2)", [tenant, { ...filters, limit: 50, cursor: deepFilteredCursor }]],
       ["exact", "SELECT aip_catalog_page($1, $2)", [tenant, { capability_id: fleetCapability(123) }]],
       ["get", "SELECT aip_catalog_get($1, $2)", [tenant, fleetCapability(123)]],
       ["unbound first page", "SELECT aip_admin_catalog_page(NULL, true, $1)", [{ limit: 50 }]],

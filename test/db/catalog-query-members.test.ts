@@ -1,7 +1,8 @@
 /**
  * Every member of CatalogQuery (src/schemas.ts) reaches what tells two catalog requests apart: the
  * Node and Worker caches' key and the ETag (src/catalog/serve.ts, pageKey), and the SQL cursor's
- * fingerprint (functions/30_catalog.sql), which decides whether a cursor's carried total applies.
+ * fingerprint (functions/30_catalog.sql), which binds a cursor to its walk: another filter's cursor
+ * is refused, and within the walk its carried total applies.
  * The members are enumerated from the schema, so a member added to it is checked here too: a key or
  * fingerprint written by hand that leaves it out fails.
  */
@@ -12,6 +13,7 @@ import { catalogPage } from "../../fixtures/catalog-reads.js";
 import { keyDigest, pageKey } from "../../src/catalog/serve.js";
 import type { CatalogQuery as Query } from "../../src/registry/registry.js";
 import { CATALOG_PAGING_MEMBERS, CatalogQuery } from "../../src/schemas.js";
+import type { RegistryError } from "../../src/registry/errors.js";
 import { useTestDatabase } from "../support/database.js";
 
 const MEMBERS = Object.keys(CatalogQuery.shape) as (keyof Query)[];
@@ -71,22 +73,34 @@ describe("the SQL cursor fingerprint", () => {
     expect((await catalogPage(db.registry, TENANT, { limit: 2, cursor: forged })).total).toBe(FORGED_TOTAL);
   });
 
-  it("covers every member of CatalogQuery but the paging ones: the total is counted again when one changes", async () => {
-    const carried = await Promise.all(
-      MEMBERS.filter((member) => member !== "cursor").map(async (member) => {
-        const page = await catalogPage(db.registry, TENANT, { limit: 2, [member]: sample(member), cursor: forged });
-        return [member, page.total === FORGED_TOTAL];
-      }),
+  /** The page a cursor leads to with `query`, or the refusal's code and field. */
+  const pageOrRefusal = (query: Query) =>
+    catalogPage(db.registry, TENANT, query).then(
+      (page) => ({ total: page.total }),
+      (error: RegistryError) => ({ refused: error.code, field: (error.extensions.errors as { field: string }[] | undefined)?.[0]?.field }),
     );
-    expect(carried).toEqual(MEMBERS.filter((member) => member !== "cursor").map((member) => [member, PAGING.includes(member)]));
+
+  it("covers every member of CatalogQuery but the paging ones: a cursor is refused when one changes", async () => {
+    const outcomes = await Promise.all(
+      MEMBERS.filter((member) => member !== "cursor").map(async (member) => [
+        member,
+        await pageOrRefusal({ limit: 2, [member]: sample(member), cursor: forged } as Query),
+      ]),
+    );
+    expect(outcomes).toEqual(
+      MEMBERS.filter((member) => member !== "cursor").map((member) => [
+        member,
+        PAGING.includes(member) ? { total: FORGED_TOTAL } : { refused: "invalid", field: "cursor" },
+      ]),
+    );
   });
 
   it("covers a member the SQL functions do not read (one added to the schema before the SQL uses it)", async () => {
     const query = { limit: 2, cursor: forged, connector_type_id: "ctype_members" } as Query;
-    expect((await catalogPage(db.registry, TENANT, query)).total).toBe(caps.length);
+    expect(await pageOrRefusal(query)).toEqual({ refused: "invalid", field: "cursor" });
   });
 
-  it("counts again for a cursor of the previous release (another fingerprint), and the page continues where it left off", async () => {
+  it("honours a cursor of the previous release (its fingerprint) only while its function set may still serve", async () => {
     // 0.1.0's fingerprint: mode, tenant, capability_id, q as matched, profile.
     const { rows } = await db.owner.query<{ fingerprint: string }>(
       "SELECT lpad(to_hex(hashtextextended(jsonb_build_array('tenant', $1::text, NULL::text, NULL::text, NULL::text)::text, 0)), 16, '0') AS fingerprint",
@@ -94,8 +108,17 @@ describe("the SQL cursor fingerprint", () => {
     );
     const [revision, , , ...last] = forged.split(":");
     const previous = [revision, FORGED_TOTAL, rows[0]!.fingerprint, ...last].join(":");
-    const page = await catalogPage(db.registry, TENANT, { limit: 2, cursor: previous });
-    expect(page.total).toBe(caps.length);
-    expect(page.capabilities.map((definition) => definition.capability.id)).toEqual(caps.slice(2, 4));
+    expect(await pageOrRefusal({ limit: 2, cursor: previous } as Query)).toEqual({ refused: "invalid", field: "cursor" });
+    // 0.1.0's set installed beside this build's (a rollout from it): its cursors continue the walk.
+    await db.owner.query(
+      "INSERT INTO aip_schema_sets (name, checksum, installed_digest, schema_version, release, legacy, installed_at) VALUES ('public', 'x', 'x', 10, '0.1.0', true, '-infinity')",
+    );
+    try {
+      const page = await catalogPage(db.registry, TENANT, { limit: 2, cursor: previous });
+      expect(page.total).toBe(FORGED_TOTAL);
+      expect(page.capabilities.map((definition) => definition.capability.id)).toEqual(caps.slice(2, 4));
+    } finally {
+      await db.owner.query("DELETE FROM aip_schema_sets WHERE name = 'public'");
+    }
   });
 });

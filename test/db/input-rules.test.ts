@@ -274,7 +274,12 @@ describe("zod and the SQL readers give the same verdict", () => {
       ["four-byte fill at 1101", cursorOf(revision, 1101, "😀"), false],
     ];
     for (const [name, cursor, accepted] of cases) {
-      const sql = await sqlAccepts("SELECT * FROM aip_catalog_page('tenant-seam', $1::jsonb, NULL)", [json({ cursor })]);
+      // The length is the rule here: a cursor this test makes up is refused after that too (it is
+      // not bound to any walk of the tenant's), which is not the verdict being compared.
+      const sql = await db.owner.query("SELECT * FROM aip_catalog_page('tenant-seam', $1::jsonb, NULL)", [json({ cursor })]).then(
+        () => true,
+        (error: unknown) => !/must be at most \d+ bytes/.test(JSON.stringify(fromDatabaseError(error).extensions)),
+      );
       expect({ name, zod: CatalogQuery.safeParse({ cursor }).success, sql }).toEqual({ name, zod: accepted, sql: accepted });
     }
   });

@@ -32,7 +32,7 @@ const CONTROL_FUNCTIONS = [
   "aip_schema_status(text,text,text)",
 ];
 const DATA_FUNCTIONS = [
-  "aip_catalog_changes(text,jsonb)",
+  "aip_catalog_changes(text,jsonb,bigint)",
   "aip_catalog_get(text,text,bigint)",
   "aip_catalog_page(text,jsonb,bigint)",
   "aip_catalog_revisions_now(text[])",

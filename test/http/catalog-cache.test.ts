@@ -95,13 +95,13 @@ describe("with no staleness (the default)", () => {
     const withA = await read(api, b, path, { "if-none-match": pageA.etag! });
     expect(withA.status).toBe(200);
     expect(ids(withA.text)).toEqual(["cap:cc.b", "cap:cc.d"]);
-    // a's cursor walks on in b's catalog, counted for b.
+    // a's cursor walks on for a, and is refused to b (bound to a's walk), never served from a's cache.
     const cursorA = (JSON.parse(pageA.text) as { next_cursor: string }).next_cursor;
     const nextA = await read(api, a, `/v1/catalog/capabilities?limit=2&cursor=${encodeURIComponent(cursorA)}`);
     const nextB = await read(api, b, `/v1/catalog/capabilities?limit=2&cursor=${encodeURIComponent(cursorA)}`);
     expect(ids(nextA.text)).toEqual(["cap:cc.c", "cap:cc.d"]);
-    expect(ids(nextB.text)).toEqual(["cap:cc.d"]);
-    expect(JSON.parse(nextB.text)).toMatchObject({ total: 2 });
+    expect([400, 409]).toContain(nextB.status);
+    expect(nextB.text).not.toContain("cap:cc.c");
     // A token without a tenant sees an empty catalog, cached apart from both.
     const none = await read(api, await api.token({ scopes: ["catalog:read"] }), path);
     expect(ids(none.text)).toEqual([]);

@@ -243,6 +243,14 @@ describe("a failing identity provider", () => {
     ["a body that is not JSON", { kind: "body", body: "<html>maintenance</html>" }, "malformed", "not UTF-8 JSON"],
     ["JSON that is not a key set", { kind: "body", body: '{"keys": 5}' }, "malformed", "not a JSON Web Key Set"],
     ["keys that are not JWKs", { kind: "body", body: '{"keys": [{"kty": 1}]}' }, "malformed", "not a JSON Web Key Set"],
+    [
+      "a key set that repeats `keys` (read last-wins)",
+      { kind: "body", body: '{"keys": [{"kty": "EC"}], "keys": [{"kty": "OKP"}]}' },
+      "malformed",
+      'repeats the member name "keys"',
+    ],
+    ["a key that repeats a member", { kind: "body", body: '{"keys": [{"kty": "EC", "kty": "RSA"}]}' }, "malformed", 'repeats the member name "kty"'],
+    ["an empty key set", { kind: "body", body: '{"keys": []}' }, "malformed", "holds no key"],
     ["an oversized body with its length declared", { kind: "oversized", bytes: 64 * 1024 * 1024, declared: true }, "too-large", "content-length"],
     ["an oversized body streamed without a length", { kind: "oversized", bytes: 64 * 1024 * 1024, declared: false }, "too-large", "exceeds"],
     ["a dropped connection", { kind: "reset" }, "network", ""],
@@ -303,6 +311,28 @@ describe("a failing identity provider", () => {
     clock.advance(Number(refused.headers.get("retry-after")) * 1000);
     expect((await status()).status).toBe(200);
     expect(logs.at(-1)).toMatchObject({ level: "info", msg: "jwks fetch recovered" });
+  });
+
+  it("keeps serving the last good key set within its grace when the provider publishes an empty set or repeats `keys`", async () => {
+    const clock = new Clock();
+    const { url, ep } = endpoint();
+    const logs: Record<string, unknown>[] = [];
+    const auth = verifier(url, clock, { jwks: { maxAgeMs: 60_000, graceMs: 300_000, cooldownMs: 0 } }, logs);
+    expect(await outcome(auth, await sign(a, clock))).toBe("ok");
+    // An empty set would lock every token out at once; a repeated `keys` member, read last-wins,
+    // would swap key a for key c. Both are failed fetches: the last good set ({a, b}) serves.
+    for (const body of ['{"keys": []}', JSON.stringify({ keys: [a.jwk] }).replace(/}$/, `, "keys": [${JSON.stringify(c.jwk)}]}`)]) {
+      ep.set({ mode: { kind: "body", body } });
+      clock.advance(60_000); // past the maximum age: the next verification fetches
+      expect(await outcome(auth, await sign(a, clock, { sub: `gw-${clock.ms}` }))).toBe("ok");
+      expect(logs.at(-1)).toMatchObject({ msg: "jwks fetch failed", outcome: "malformed", serving: expect.stringMatching(/^the last good key set/) });
+      // A key only the refused body names is not picked up (the provider counts as failing: 503, not 401).
+      expect(await outcome(auth, await sign(c, clock))).toBe("auth-unavailable");
+      clock.advance(auth.keySet?.status().backoffMs ?? 0);
+    }
+    expect(auth.keySet?.status()).toMatchObject({ keys: 2, fetches: { ok: 1, malformed: 2 } });
+    clock.advance(300_000); // past the grace: nothing usable is left
+    expect(await outcome(auth, await sign(a, clock, { sub: "late" }))).toBe("auth-unavailable");
   });
 
   it("reports fetches by outcome, the key set's age and the backoff in the Node metrics", async () => {

@@ -5,6 +5,7 @@
  * ROUTE_RETENTION_REQUIRE_EXPORT waits for), and a resolve of an `act_` + UUIDv7 action whose
  * route was removed is `410 route-expired`, problem+json, not a new route.
  */
+import { FUNCTION_SET } from "../../src/db/schema-version.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrate } from "../../src/db/migrate.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "../../src/db/pglite.js";
@@ -149,7 +150,7 @@ describe.each([
     const plain = await body(await api.call("POST", "/v1/fleet/route-retention", { token: admin }));
     expect(plain).toMatchObject({ removed: 0, require_export: true });
     // ...only the owner can; then the window alone decides.
-    await backend.ownerQuery("SELECT aip_set_route_retention_policy(NULL, false)", []);
+    await backend.ownerQuery(`SELECT ${FUNCTION_SET}.aip_set_route_retention_policy(NULL, false)`, []);
     expect((await body(await api.call("POST", "/v1/fleet/route-retention", { token: admin }))).removed).toBe(1);
   });
 

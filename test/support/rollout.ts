@@ -152,7 +152,19 @@ const tokens = {
   host: (replicaId: string) => mintToken(TEST_SECRET, { subject: replicaId, peerPrincipalId: `service:${replicaId}`, scopes: ["replicas:write"] }),
 };
 
+/** Requests in flight, per server URL. */
+const inFlight = new Map<string, number>();
+
 async function call(url: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  inFlight.set(url, (inFlight.get(url) ?? 0) + 1);
+  try {
+    return await send(url, method, path, token, body);
+  } finally {
+    inFlight.set(url, (inFlight.get(url) ?? 1) - 1);
+  }
+}
+
+async function send(url: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: unknown }> {
   const response = await fetch(`${url}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
@@ -164,7 +176,10 @@ async function call(url: string, method: string, path: string, token: string, bo
 
 export interface Fleet {
   tenants: string[];
+  /** Routed. */
   capability: string;
+  /** Every capability the tenants see (their catalog pages, one per page, and their change feed). */
+  capabilities: string[];
 }
 
 /**
@@ -173,14 +188,15 @@ export interface Fleet {
  */
 export async function publishFleet(url: string, prefix: string): Promise<Fleet> {
   const tenants = ["tenant-a", "tenant-b"];
-  const capability = `cap:${prefix}.search`;
+  const capabilities = ["fetch", "search", "update"].map((name) => `cap:${prefix}.${name}`);
+  const capability = capabilities[1] as string;
   const typeId = `ctype_${prefix}`;
   const versionId = `cver_${prefix}_1`;
-  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, [capability])];
+  const changes: Record<string, unknown>[] = [connectorType(typeId), await version(versionId, typeId, capabilities)];
   const replicas: string[] = [];
   for (const tenant of tenants) {
     const instanceId = `cinst_${prefix}_${tenant}`;
-    changes.push(instance(instanceId, typeId, versionId, tenant), binding(tenant, capability, instanceId));
+    changes.push(instance(instanceId, typeId, versionId, tenant), ...capabilities.map((cap) => binding(tenant, cap, instanceId)));
     for (const n of [1, 2]) {
       const replicaId = `crepl_${prefix}_${tenant}_${n}`;
       changes.push(replica(replicaId, instanceId, versionId, { capacity: 10_000 }));
@@ -196,12 +212,14 @@ export async function publishFleet(url: string, prefix: string): Promise<Fleet> 
     });
     if (registered.status !== 200) throw new Error(`register refused: ${JSON.stringify(registered)}`);
   }
-  return { tenants, capability };
+  return { tenants, capability, capabilities };
 }
 
 export interface Traffic {
   /** Where the clients send their next requests: one server, or several sharing the traffic (a gradual deployment). */
   target: string | string[];
+  /** Resolves once no request to `url` is in flight (after traffic moved away from it). */
+  drained(url: string): Promise<void>;
   stop(): Promise<TrafficReport>;
 }
 
@@ -213,8 +231,10 @@ interface TrafficReport {
 }
 
 /**
- * `clients` gateways, each looping: a catalog page, a new route, its settlement; every answer
- * other than 200/201/304 is a failure, named with its server, path and problem.
+ * `clients` gateways, each looping: the catalog walked a page at a time and the change feed from
+ * the start (each page from whichever server the traffic goes to then: a walk may cross from one
+ * build to the other), a new route and its settlement; every answer other than 200/201/304 is a
+ * failure, named with its server, path and problem, and so is a walk that does not add up.
  */
 export async function startTraffic(initial: string | string[], fleet: Fleet, clients = 8): Promise<Traffic> {
   const tenantTokens = await Promise.all(fleet.tenants.map((tenant) => tokens.tenant(tenant)));
@@ -228,25 +248,43 @@ export async function startTraffic(initial: string | string[], fleet: Fleet, cli
     if (!ok.includes(status)) report.failures.push(`${url} ${what}: ${status} ${JSON.stringify(body).slice(0, 300)}`);
     return ok.includes(status);
   };
+  /** A request to whichever server the traffic goes to as it is sent; a transport failure is a failure too. */
+  const send = async (what: string, method: string, path: string, token: string, body: unknown, ok: number[]) => {
+    const url = pick();
+    try {
+      const answer = await call(url, method, path, token, body);
+      return record(url, what, answer.status, answer.body, ok) ? answer : undefined;
+    } catch (error) {
+      report.requests++;
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      report.failures.push(`${url} ${what}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`);
+      return undefined;
+    }
+  };
   const loop = async (client: number) => {
     while (traffic.running) {
-      const url = pick();
       const n = client % fleet.tenants.length;
       const token = tenantTokens[n] as string;
       const tenant = fleet.tenants[n] as string;
-      try {
-        const page = await call(url, "GET", "/v1/catalog/capabilities", token);
-        record(url, "catalog page", page.status, page.body, [200, 304]);
-        const action = `act_roll_${tenant}_${client}_${++sequence}`;
-        const routed = await call(url, "PUT", `/v1/routes/${action}`, token, { capability_id: fleet.capability });
-        if (!record(url, `resolve ${action}`, routed.status, routed.body, [200, 201])) continue;
-        const settled = await call(url, "POST", `/v1/routes/${action}/settlement`, token, { assignment: routed.body, outcome: "completed" });
-        record(url, `settle ${action}`, settled.status, settled.body, [200]);
-      } catch (error) {
-        report.requests++;
-        report.failures.push(`${url}: ${(error as Error).message}`);
-      }
+      await walk(token, "/v1/catalog/capabilities?limit=1", "capabilities", (item) => (item as { capability: { id: string } }).capability.id);
+      await walk(token, "/v1/catalog/changes?since=0&limit=1", "changes", (item) => (item as { capability_id: string }).capability_id);
+      const action = `act_roll_${tenant}_${client}_${++sequence}`;
+      const routed = await send(`resolve ${action}`, "PUT", `/v1/routes/${action}`, token, { capability_id: fleet.capability }, [200, 201]);
+      if (routed) await send(`settle ${action}`, "POST", `/v1/routes/${action}/settlement`, token, { assignment: routed.body, outcome: "completed" }, [200]);
     }
+  };
+  /** A paged read followed to its end, each page from the server the traffic goes to now. */
+  const walk = async (token: string, first: string, member: string, idOf: (item: unknown) => string) => {
+    const seen: string[] = [];
+    let path: string | null = first;
+    while (path) {
+      const page = await send(`${first} page`, "GET", path, token, undefined, [200]);
+      if (!page) return;
+      const body = page.body as Record<string, unknown>;
+      seen.push(...(body[member] as unknown[]).map(idOf));
+      path = body.next_cursor ? `${first}&cursor=${encodeURIComponent(body.next_cursor as string)}` : null;
+    }
+    if (seen.join() !== fleet.capabilities.join()) report.failures.push(`${first}: the walk saw ${seen.join()}`);
   };
   const loops = Array.from({ length: clients }, (_, client) => loop(client));
   return {
@@ -255,6 +293,9 @@ export async function startTraffic(initial: string | string[], fleet: Fleet, cli
     },
     set target(url: string | string[]) {
       traffic.target = url;
+    },
+    async drained(url: string) {
+      while ((inFlight.get(url) ?? 0) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
     },
     async stop() {
       traffic.running = false;

@@ -58,7 +58,7 @@ describe("the build", () => {
         { cwd: tmpdir() },
       );
       const outputs = JSON.parse(stdout) as string[];
-      expect(outputs).toEqual(expect.arrayContaining(["entry/cli.js", "entry/node.js", "client.js", "db/sql-files.js", "cli/server.js"]));
+      expect(outputs).toEqual(expect.arrayContaining(["entry/cli.js", "entry/node.js", "client/index.js", "db/sql-files.js", "cli/server.js"]));
       expect(outputs.length).toBeGreaterThan(40);
     } finally {
       await rm(outdir, { recursive: true, force: true });
@@ -73,7 +73,7 @@ describe("dist/", () => {
   });
 
   it("imports nothing at run time but Node built-ins and the runtime dependencies", async () => {
-    const entries = ["dist/entry/node.js", "dist/entry/cli.js", "dist/client.js", fileURLToPath(new URL(pkg.bin["aip-registry"] as string, root))];
+    const entries = ["dist/entry/node.js", "dist/entry/cli.js", "dist/client/index.js", fileURLToPath(new URL(pkg.bin["aip-registry"] as string, root))];
     const result = await esbuild.build({
       entryPoints: entries.map((entry) => fileURLToPath(new URL(entry, root))),
       bundle: true,

@@ -1,10 +1,13 @@
 /**
- * The typed client against the real app (in process, real auth, real SQL functions): results
- * arrive typed, problem+json answers surface as RegistryProblem with their code and extension
- * members, and every documented operation is reachable through a client method.
+ * The typed client (src/client/, published as @aip-registry/client) against the real app (in
+ * process, real auth, real SQL functions): results arrive typed, problem+json answers surface as
+ * RegistryProblem with their code and extension members, every documented operation is reachable
+ * through a client method, catalog reads revalidate through an EtagCache (304s answered from it),
+ * and a call ends at its timeout or its caller's AbortSignal. test/cli/client-package.test.ts
+ * installs the packed package and uses it against a running server.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { RegistryClient, RegistryProblem, type Change } from "../../src/client.js";
+import { EtagCache, etagRevision, RegistryClient, RegistryProblem, RegistryTimeoutError, type Change } from "../../src/client/index.js";
 import { useTestDatabase } from "../support/database.js";
 import { binding, connectorType, instance, registrationEvidence, replica, requestId, version } from "../../fixtures/records.js";
 import { createTestApi, type TestApi } from "../support/http.js";
@@ -64,6 +67,23 @@ describe("RegistryClient", () => {
     expect(lease).toMatchObject({ replica_id: "crepl_client_a", status: "ready" });
     const beat = await host.replicaLifecycle("crepl_client_a", "heartbeat", { request_id: requestId(), previous_sequence: lease.sequence });
     expect(beat.sequence).toBeGreaterThan(lease.sequence);
+    expect((await host.heartbeat("crepl_client_a", { request_id: requestId(), previous_sequence: beat.sequence })).sequence).toBeGreaterThan(beat.sequence);
+    // What each operation requires is a type error when missing (the server answers 400 otherwise).
+    const untyped = host.replicaLifecycle("crepl_client_a", "heartbeat", { request_id: requestId() } as never);
+    await expect(untyped).rejects.toMatchObject({ code: "invalid", problem: { errors: [{ field: "previous_sequence" }] } });
+    if (Date.now() < 0) {
+      // Compiled, never run: each line fails `npm run typecheck` if the types let it through.
+      // @ts-expect-error heartbeat needs previous_sequence
+      await host.heartbeat("crepl_client_a", { request_id: "r" });
+      // @ts-expect-error drain needs previous_sequence
+      await host.replicaLifecycle("crepl_client_a", "drain", { request_id: "r" });
+      // @ts-expect-error only register states registration evidence
+      await host.heartbeat("crepl_client_a", { request_id: "r", previous_sequence: 1, capability_count: 2 });
+      // @ts-expect-error register states all of its evidence or none
+      await host.register("crepl_client_a", { request_id: "r", artifact_digest: "sha256:00" });
+      // @ts-expect-error offline takes no lease length
+      await host.offline("crepl_client_a", { request_id: "r", previous_sequence: 1, lease_ttl_ms: 1000 });
+    }
 
     const page = await gateway.catalogPage({ limit: 10 });
     expect(page.catalog_revision).toBe(published.catalog_revision);
@@ -73,8 +93,13 @@ describe("RegistryClient", () => {
     const all: string[] = [];
     for await (const definition of gateway.catalogAll({ limit: 1 })) all.push(definition.capability.id);
     expect(all).toEqual(["cap:client.search"]);
-    // Nothing changed since the page's revision; from before it, the capability was added.
-    expect(await gateway.catalogChanges({ since: page.catalog_revision })).toBeNull();
+    // Nothing changed since the page's revision (an empty last page); from before it, the capability was added.
+    expect(await gateway.catalogChanges({ since: page.catalog_revision })).toEqual({
+      catalog_revision: page.catalog_revision,
+      since: page.catalog_revision,
+      changes: [],
+      next_cursor: null,
+    });
     const feed = await gateway.catalogChangesAll(0);
     expect(feed.catalog_revision).toBe(page.catalog_revision);
     expect(feed.changes.map((c) => [c.capability_id, c.change])).toEqual([["cap:client.search", "added"]]);
@@ -166,6 +191,82 @@ describe("RegistryClient", () => {
     const gap = await admin.recordRouteExport(new Date().toISOString(), new Date(Date.now() + 60_000).toISOString()).catch((error: unknown) => error);
     expect(gap).toBeInstanceOf(RegistryProblem);
     expect((gap as RegistryProblem).is("conflict")).toBe(true);
+  });
+
+  it("revalidates catalog reads through an EtagCache: a 304 answers the kept answer, a publication a fresh one", async () => {
+    const etags = new EtagCache();
+    const statuses: number[] = [];
+    const tenantToken = await api.tenantToken("tenant-a");
+    const cached = new RegistryClient({
+      baseUrl: "http://registry.test",
+      token: tenantToken,
+      etags,
+      fetch: async (url, init) => {
+        const response = await api.app.request(url, init);
+        statuses.push(response.status);
+        return response;
+      },
+    });
+    const first = await cached.catalogPage({ limit: 5 });
+    const again = await cached.catalogPage({ limit: 5 });
+    expect(again).toBe(first); // the kept answer itself
+    const entry = await cached.catalogGet("cap:client.search");
+    expect(await cached.catalogGet("cap:client.search")).toBe(entry);
+    const since = first.catalog_revision;
+    const feed = await cached.catalogChanges({ since });
+    expect(await cached.catalogChanges({ since })).toBe(feed);
+    expect(statuses).toEqual([200, 304, 200, 304, 200, 304]);
+    expect(etags.size).toBe(3);
+
+    // The explicit form, and the revision an ETag names.
+    const conditional = await cached.catalogPageConditional({ limit: 5 }, undefined);
+    expect(conditional.status).toBe(200);
+    expect(etagRevision(conditional.etag)).toBe(since);
+    expect((await cached.catalogPageConditional({ limit: 5 }, conditional.etag ?? undefined)).status).toBe(304);
+    expect(etagRevision('W/"12-0123456789abcdef-br"')).toBe(12);
+    expect(etagRevision('"x"')).toBeNull();
+
+    // A publication that reaches the tenant: the same requests are answered afresh.
+    await admin.publish([binding("tenant-a", "cap:client.write", "cinst_client_a")]);
+    statuses.length = 0;
+    const fresh = await cached.catalogPage({ limit: 5 });
+    expect(fresh.catalog_revision).toBeGreaterThan(since);
+    expect(fresh.capabilities.map((d) => d.capability.id)).toEqual(["cap:client.search", "cap:client.write"]);
+    expect((await cached.catalogChanges({ since })).changes.map((c) => c.capability_id)).toEqual(["cap:client.write"]);
+    expect(statuses).toEqual([200, 200]);
+  });
+
+  it("ends a call at its timeout (answer included) or at its caller's AbortSignal, whatever the fetch does", async () => {
+    // A fetch that answers headers at once and never finishes the body, and one that never answers.
+    const stalledBody = async () => new Response(new ReadableStream({ start: () => {} }), { status: 200, headers: { "content-type": "application/json" } });
+    const hanging = () => new Promise<Response>(() => {});
+    const slow = new RegistryClient({ baseUrl: "http://registry.test", timeoutMs: 200, fetch: stalledBody });
+    const started = Date.now();
+    const timedOut = await slow.fleetStatus().catch((e: unknown) => e);
+    expect(timedOut).toBeInstanceOf(RegistryTimeoutError);
+    expect(timedOut).toMatchObject({ name: "TimeoutError", timeoutMs: 200, method: "GET", path: "/v1/fleet/status" });
+    expect(Date.now() - started).toBeLessThan(5000);
+    // Per call, a longer or shorter bound; 0 for none (then only the signal ends it).
+    const never = new RegistryClient({ baseUrl: "http://registry.test", fetch: hanging });
+    await expect(never.health({ timeoutMs: 50 })).rejects.toBeInstanceOf(RegistryTimeoutError);
+    const controller = new AbortController();
+    const aborted = never.health({ timeoutMs: 0, signal: controller.signal });
+    setTimeout(() => controller.abort(new Error("the gateway is shutting down")), 50);
+    await expect(aborted).rejects.toThrow("the gateway is shutting down");
+    await expect(never.health({ signal: AbortSignal.abort(new Error("already")) })).rejects.toThrow("already");
+    // The signal reaches the fetch too, so a real fetch stops its request.
+    let seen: AbortSignal | undefined;
+    const watching = new RegistryClient({
+      baseUrl: "http://registry.test",
+      timeoutMs: 50,
+      fetch: (_url, init) => {
+        seen = init.signal ?? undefined;
+        return hanging();
+      },
+    });
+    await expect(watching.health()).rejects.toBeInstanceOf(RegistryTimeoutError);
+    expect(seen?.aborted).toBe(true);
+    expect(seen?.reason).toBeInstanceOf(RegistryTimeoutError);
   });
 
   it("reaches every documented operation through a client method", async () => {

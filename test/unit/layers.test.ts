@@ -22,7 +22,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   // The edge: the entry points wire everything together.
   entry: ["*"],
   // The CLI's commands; `serve` runs the Node entry itself, exactly as `npm start` does.
-  cli: ["entry", "node", "http", "registry", "db", "client.ts"],
+  cli: ["entry", "node", "http", "registry", "db", "client"],
   // The Node server's own parts; `entry` only for the RunningServer type its signal handling stops.
   node: ["entry", "http", "observability", "registry"],
   "app.ts": ["routes", "http", "catalog", "observability", "maintenance", "dashboard", "docs", "registry", "config.ts"],
@@ -41,8 +41,8 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   // The registry client: one SQL statement per method, on the executors below it.
   registry: ["db"],
   db: [],
-  // The published client: the problem codes' names and the wire schemas' types.
-  "client.ts": ["registry"],
+  // The published client (@aip-registry/client): self-contained, its wire types generated from the schemas.
+  client: [],
   "limits.ts": [],
   "vocabulary.ts": [],
   "record-kinds.ts": [],

@@ -4,7 +4,8 @@
  * changes its key sets and failures through its control endpoints). The same code as the Node
  * server's (src/http/jwks.ts), whose time-dependent bounds test/http/jwks.test.ts drives on an
  * injected clock; here: every documented algorithm on workerd's WebCrypto, rotation, a failing
- * provider answered 503 with one fetch, fetches shared by concurrent requests, the body limit,
+ * provider answered 503 with one fetch, an empty or ambiguous key set refused while the last good
+ * one serves, fetches shared by concurrent requests, the body limit,
  * and the configuration rules answered as a misconfiguration.
  */
 import type { JWK } from "jose";
@@ -100,6 +101,24 @@ describe("a failing identity provider, in workerd", () => {
     await idp.set({ mode: { kind: "ok" } });
     expect((await answers).map((response) => response.status)).toEqual([200, 200, 200, 200, 200]);
     expect(await idp.fetches()).toBe(1);
+  });
+
+  it("keeps the last good key set when the provider publishes an empty set or repeats `keys`", async () => {
+    const [a, b] = await Promise.all([signingKey("ES256", "a"), signingKey("ES256", "b")]);
+    const idp = await provider([a], { AUTH_JWKS_COOLDOWN_MS: "0" });
+    expect((await idp.status(await signToken(a, CLAIMS))).status).toBe(200);
+    // Read last-wins, the second body would swap key a for key b; the first would refuse every token.
+    const repeated = JSON.stringify({ keys: [a.jwk] }).replace(/}$/, `, "keys": [${JSON.stringify(b.jwk)}]}`);
+    for (const body of ['{"keys": []}', repeated]) {
+      await idp.set({ mode: { kind: "body", body } });
+      const before = await idp.fetches();
+      // b's kid is unknown: the set is fetched again, and the refused body counts as a failed fetch.
+      expect((await idp.status(await signToken(b, { ...CLAIMS, sub: `b-${before}` }))).status).toBe(503);
+      expect(await idp.fetches()).toBe(before + 1);
+      expect((await idp.status(await signToken(a, { ...CLAIMS, sub: `a-${before}` }))).status).toBe(200);
+      // Let the backoff pass before the next body (1 s at most after a first failure).
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+    }
   });
 
   it("refuses a key set over AUTH_JWKS_MAX_BYTES", async () => {
