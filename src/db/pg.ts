@@ -6,6 +6,7 @@ import pg from "pg";
 import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS, CLI_CONNECT_TIMEOUT_MS, MIGRATION_QUERY_TIMEOUT_MS } from "../limits.js";
 import type { SqlExecutor } from "./executor.js";
 import type { MigrationSession } from "./migrate.js";
+import { traced } from "./traced.js";
 
 export interface PgPoolOptions {
   max?: number;
@@ -41,8 +42,9 @@ export function createPgPool(connectionString: string, options: PgPoolOptions = 
   return pool;
 }
 
+/** Statements of a request carry its trace (src/db/traced.ts). */
 export function pgExecutor(pool: pg.Pool): SqlExecutor {
-  return {
+  return traced({
     async query<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
       // Not pool.query(): pg-pool destroys the connection after ANY query error, and every
       // refusal the registry raises in SQL (400, 409, 429 ...) is a query error. A server-reported
@@ -72,7 +74,7 @@ export function pgExecutor(pool: pg.Pool): SqlExecutor {
         client.release(broken);
       }
     },
-  };
+  });
 }
 
 /**

@@ -8,6 +8,7 @@
  * and from npm, which forwards SIGINT and SIGTERM to the process it runs.
  */
 import type { RunningServer } from "../entry/node.js";
+import { log } from "../observability/log.js";
 
 const REPEAT_WINDOW_MS = 1000;
 
@@ -55,7 +56,5 @@ export async function serveUntilSignal(start: () => Promise<RunningServer>): Pro
 }
 
 function line(level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown>): void {
-  const text = JSON.stringify({ level, msg, ...fields });
-  if (level === "info") console.log(text);
-  else console.error(text);
+  log.line(level, msg, fields);
 }

@@ -4,9 +4,9 @@
  * maintenance. Node only: the Worker never imports this module (its bundle must not carry
  * prom-client, and a Worker has no process to describe; scripts/bundle-size.ts enforces it).
  */
-import { readFileSync } from "node:fs";
 import { collectDefaultMetrics, Registry } from "prom-client";
 import type { Config } from "../config.js";
+import { packageVersion } from "../node/package-version.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
 import type { MaintenanceStats } from "../maintenance/cycle.js";
 import type { KeySetSource } from "./key-set-metrics.js";
@@ -15,33 +15,24 @@ import type { MetricsOptions, PoolUsage } from "./metrics.js";
 let processRegistry: Registry | undefined;
 
 /**
- * `process_*` and `nodejs_*` (CPU, memory, heap, event-loop lag, GC, handles, file descriptors)
- * from prom-client's default collectors: the names every Node dashboard expects. One collector set
- * per process, shared by every server in it: they observe the process (a GC observer, an
- * event-loop delay histogram), not a server.
+ * prom-client names three gauges `_total`, a suffix Prometheus reserves for counters (`promtool
+ * check metrics` refuses them). They are renamed `_all` (docs/observability.md); each is also the
+ * sum over `type` of the gauge of the same name without the suffix.
  */
-function processMetricsText(): Promise<string> {
+const GAUGES_NAMED_TOTAL = /^(# (?:HELP|TYPE) )?nodejs_active_(handles|requests|resources)_total(?=[ {])/gm;
+
+/**
+ * `process_*` and `nodejs_*` (CPU, memory, heap, event-loop lag, GC, handles, file descriptors)
+ * from prom-client's default collectors: the names every Node dashboard expects, but for the three
+ * above. One collector set per process, shared by every server in it: they observe the process (a
+ * GC observer, an event-loop delay histogram), not a server.
+ */
+async function processMetricsText(): Promise<string> {
   if (!processRegistry) {
     processRegistry = new Registry();
     collectDefaultMetrics({ register: processRegistry });
   }
-  return processRegistry.metrics();
-}
-
-/**
- * This package's version, from the nearest package.json named `aip-registry` above this module:
- * found the same way whether it runs from src/ (tsx) or from compiled output.
- */
-function packageVersion(from: URL = new URL(".", import.meta.url)): string {
-  for (let dir = from; ; dir = new URL("..", dir)) {
-    try {
-      const manifest = JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { name?: string; version?: string };
-      if (manifest.name === "aip-registry" && manifest.version) return manifest.version;
-    } catch {
-      // No package.json here: look further up.
-    }
-    if (dir.pathname === "/") return "unknown";
-  }
+  return (await processRegistry.metrics()).replace(GAUGES_NAMED_TOTAL, "$1nodejs_active_$2_all");
 }
 
 /** The labels of `aip_build_info`: what runs here, for dashboards that compare a fleet of servers. */
