@@ -1,8 +1,9 @@
 /**
  * The Hono app factory: the same app serves Node (src/entry/node.ts) and Workers (src/entry/worker.ts).
- * Middleware order: the request's trace, request id, access log, metrics, body limit, auth (per
- * area), routes; every failure becomes a problem+json response in onError (or notFound), which
- * records its code for the log, the metrics and the trace.
+ * Middleware order: the request's trace and its observers (access log, metrics, activity history:
+ * src/observability/request-trace.ts), request id, body limit, auth (per area), routes; every
+ * failure becomes a problem+json response in onError (or notFound), which records its code for the
+ * observers.
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
@@ -21,10 +22,10 @@ import { registerDocsRoutes, type DocsAssets } from "./docs/route.js";
 import { problemResponse } from "./http/problem.js";
 import { fieldErrors } from "./http/validation.js";
 import { ADMIN_BODY_LIMIT_BYTES, BODY_LIMIT_BYTES } from "./limits.js";
-import { accessLog, type AccessLogSink } from "./observability/access-log.js";
-import { recordActivity, registerActivityRoute, type ActivityRecorder, type BuildInfo } from "./observability/activity-route.js";
+import { accessLogObserver, type AccessLogSink } from "./observability/access-log.js";
+import { activityObserver, registerActivityRoute, type ActivityRecorder, type BuildInfo } from "./observability/activity-route.js";
 import { log } from "./observability/log.js";
-import { traceRequests } from "./observability/request-trace.js";
+import { observeRequests, type RequestObserver } from "./observability/request-trace.js";
 import { untraced, type Tracer } from "./observability/tracing.js";
 import { RegistryMetrics, type MetricsOptions } from "./observability/metrics.js";
 import { recordProblemCode } from "./observability/request-info.js";
@@ -140,12 +141,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     },
   });
 
-  app.use(traceRequests(options.tracer ?? untraced));
-  app.use(requestId());
-  if (options.log) app.use(accessLog(options.log));
   const metrics = options.metrics ? new RegistryMetrics(options.metrics) : undefined;
-  if (metrics) app.use(metrics.middleware());
-  if (options.activity) app.use(recordActivity(options.activity));
+  const observers: RequestObserver[] = [];
+  if (options.log) observers.push(accessLogObserver(options.log));
+  if (metrics) observers.push(metrics.observe);
+  if (options.activity) observers.push(activityObserver(options.activity));
+  app.use(observeRequests(options.tracer ?? untraced, observers));
+  app.use(requestId());
 
   const tooLarge = () => {
     throw new RegistryError("payload-too-large", "the request body exceeds the size limit");

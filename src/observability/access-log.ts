@@ -5,10 +5,8 @@
  * the template, not the path). The request's trace and span ids (src/observability/tracing.ts)
  * are hex generated or validated here, never the caller's text.
  */
-import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "../http/env.js";
 import { formatLine, type LogLevel } from "./log.js";
-import { CATALOG_CACHE_HEADER, problemCodeOf, routeLabel } from "./request-info.js";
+import type { RequestObserver } from "./request-trace.js";
 
 export interface AccessLogEntry {
   request_id: string;
@@ -46,27 +44,20 @@ export function jsonLines(write: (line: string) => void = (line) => console.log(
   };
 }
 
-export function accessLog(sink: AccessLogSink): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const started = performance.now();
-    await next();
-    const status = c.res.status;
-    const code = problemCodeOf(c);
-    // Unset when authentication failed or the route needs none.
-    const tenant = (c.get("principal") as AppEnv["Variables"]["principal"] | undefined)?.tenantId;
-    const route = routeLabel(c);
-    const cache = route.startsWith("/v1/catalog/") ? c.res.headers.get(CATALOG_CACHE_HEADER) : null;
-    const span = c.get("span") as AppEnv["Variables"]["span"] | undefined;
+/** The access log as an observer of finished requests (src/observability/request-trace.ts). */
+export function accessLogObserver(sink: AccessLogSink): RequestObserver {
+  return (facts, span) => {
     const entry: AccessLogEntry = {
-      request_id: c.get("requestId"),
-      ...(span ? { trace_id: span.traceId, span_id: span.spanId } : {}),
-      method: c.req.method,
-      route,
-      status,
-      latency_ms: Math.round((performance.now() - started) * 100) / 100,
-      ...(code ? { code } : {}),
-      ...(tenant ? { tenant_id: tenant } : {}),
-      ...(cache ? { catalog_cache: cache } : {}),
+      request_id: facts.requestId,
+      trace_id: span.traceId,
+      span_id: span.spanId,
+      method: facts.method,
+      route: facts.route,
+      status: facts.status,
+      latency_ms: Math.round(facts.latencyMs * 100) / 100,
+      ...(facts.code ? { code: facts.code } : {}),
+      ...(facts.tenantId ? { tenant_id: facts.tenantId } : {}),
+      ...(facts.catalogCache && facts.route.startsWith("/v1/catalog/") ? { catalog_cache: facts.catalogCache } : {}),
     };
     try {
       sink(entry);

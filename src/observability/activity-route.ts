@@ -5,12 +5,11 @@
  * code, latency percentiles, the busiest tenants or one tenant's own view, and the build.
  */
 import { createRoute, z, type OpenAPIHono } from "@hono/zod-openapi";
-import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
 import { requireScope } from "../http/guards.js";
 import { bearer, json, problems } from "../routes/common.js";
 import { activityKind, HISTORY_MINUTES, type ActivityQuery, type ActivityReport, type ActivitySample } from "./activity.js";
-import { CATALOG_CACHE_HEADER, problemCodeOf, routeLabel } from "./request-info.js";
+import type { RequestObserver } from "./request-trace.js";
 
 /** Where samples go and reports come from: memory on Node, a Durable Object on Workers. */
 export interface ActivityRecorder {
@@ -30,43 +29,31 @@ export interface BuildInfo {
   functions_checksum: string;
 }
 
-/** Records every request once it is answered (after onError made its problem answer). */
-export function recordActivity(recorder: ActivityRecorder): MiddlewareHandler<AppEnv> {
-  return async (c, next) => {
-    const started = performance.now();
-    await next();
-    const route = routeLabel(c);
-    const kind = activityKind(c.req.method, route);
-    const code = problemCodeOf(c);
-    const outcome =
-      code ??
-      (kind === "resolve" ? (c.res.headers.get("aip-route-outcome") ?? "ok") : kind === "catalog" ? (c.res.headers.get(CATALOG_CACHE_HEADER) ?? "ok") : "ok");
-    const tenantId = (c.get("principal") as AppEnv["Variables"]["principal"] | undefined)?.tenantId ?? undefined;
-    try {
-      const pending = recorder.record({
-        kind,
-        outcome,
-        refused: code !== undefined,
-        latencyMs: performance.now() - started,
-        tenantId,
-        route,
-        method: c.req.method,
-        status: c.res.status,
-      });
-      if (pending) deferred(c, pending);
-    } catch {
-      // The history is for people looking; it never fails a request.
+/** The activity history as an observer of finished requests (src/observability/request-trace.ts). */
+export function activityObserver(recorder: ActivityRecorder): RequestObserver {
+  return (facts, _span, c) => {
+    const kind = activityKind(facts.method, facts.route);
+    const outcome = facts.code ?? (kind === "resolve" ? (facts.routeOutcome ?? "ok") : kind === "catalog" ? (facts.catalogCache ?? "ok") : "ok");
+    const pending = recorder.record({
+      kind,
+      outcome,
+      refused: facts.code !== undefined,
+      latencyMs: facts.latencyMs,
+      tenantId: facts.tenantId,
+      route: facts.route,
+      method: facts.method,
+      status: facts.status,
+    });
+    // A Worker's send to its ActivityHistory object runs after the response; Node has no execution context.
+    if (pending) {
+      const guarded = pending.catch(() => {});
+      try {
+        c.executionCtx.waitUntil(guarded);
+      } catch {
+        // No execution context: the promise runs on its own.
+      }
     }
   };
-}
-
-function deferred(c: Parameters<MiddlewareHandler<AppEnv>>[0], work: Promise<unknown>): void {
-  const guarded = work.catch(() => {});
-  try {
-    c.executionCtx.waitUntil(guarded);
-  } catch {
-    // No execution context (Node): the promise runs on its own.
-  }
 }
 
 const LatencySummary = z.object({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable() });

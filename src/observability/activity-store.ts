@@ -16,6 +16,7 @@
  * Written against structural types (fetch-based, no `cloudflare:workers` import), as the lease
  * clock is, so the Node type check and the bundle rules hold; src/entry/worker.ts exports the class.
  */
+import { RegistryError } from "../registry/errors.js";
 import type { ActivityRecorder } from "./activity-route.js";
 import {
   addSample,
@@ -29,7 +30,7 @@ import {
 } from "./activity.js";
 
 /** The one instance's name: every isolate of a deployment reports to the same history. */
-export const ACTIVITY_HISTORY_NAME = "activity-history";
+const ACTIVITY_HISTORY_NAME = "activity-history";
 /** The longest an isolate keeps samples before sending them. */
 export const FLUSH_MS = 10_000;
 
@@ -104,6 +105,8 @@ export class EdgeActivity implements ActivityRecorder {
   readonly scope = "deployment";
   private pending = new Map<number, ActivityBucket>();
   private lastSent: number;
+  /** Sends under way: a report waits for them, so an isolate always sees its own requests. */
+  private readonly sending = new Set<Promise<void>>();
 
   constructor(
     private readonly namespace: HistoryNamespace,
@@ -124,11 +127,17 @@ export class EdgeActivity implements ActivityRecorder {
   }
 
   /** Sends what is pending (also before a report, so an isolate sees its own requests). */
-  async send(): Promise<void> {
-    if (this.pending.size === 0) return;
+  send(): Promise<void> {
+    if (this.pending.size === 0) return Promise.resolve();
     const parts = [...this.pending.values()];
     this.pending = new Map();
     this.lastSent = this.now();
+    const sent = this.post(parts).finally(() => this.sending.delete(sent));
+    this.sending.add(sent);
+    return sent;
+  }
+
+  private async post(parts: ActivityBucket[]): Promise<void> {
     const response = await this.stub().fetch("https://activity-history/record", {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -139,10 +148,11 @@ export class EdgeActivity implements ActivityRecorder {
   }
 
   async report(query: ActivityQuery): Promise<ActivityReport> {
-    await this.send().catch(() => {});
+    this.send().catch(() => {});
+    await Promise.allSettled([...this.sending]);
     const params = new URLSearchParams({ minutes: String(query.minutes), ...(query.tenantId ? { tenant_id: query.tenantId } : {}) });
     const response = await this.stub().fetch(`https://activity-history/report?${params}`);
-    if (!response.ok) throw new Error(`the activity history answered ${response.status}`);
+    if (!response.ok) throw new RegistryError("storage", `the activity history answered ${response.status}`, {}, true);
     return (await response.json()) as ActivityReport;
   }
 

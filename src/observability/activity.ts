@@ -18,7 +18,7 @@
 
 import { PROBLEM_STATUS } from "../registry/errors.js";
 
-export const ACTIVITY_KINDS = ["resolve", "settle", "publish", "catalog", "lifecycle", "other"] as const;
+const ACTIVITY_KINDS = ["resolve", "settle", "publish", "catalog", "lifecycle", "other"] as const;
 export type ActivityKind = (typeof ACTIVITY_KINDS)[number];
 
 /** One finished request. */
@@ -36,7 +36,7 @@ export interface ActivitySample {
 }
 
 /** Upper bounds (ms) of the latency histogram's buckets; the last bucket is everything above. */
-export const LATENCY_BOUNDS_MS = [0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000, 10000] as const;
+const LATENCY_BOUNDS_MS = [0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000, 10000] as const;
 const BUCKETS = LATENCY_BOUNDS_MS.length + 1;
 
 /** Sparse latency histogram: bucket index -> count. */
@@ -161,7 +161,7 @@ export function quantile(histogram: Histogram, q: number): number | null {
   return LATENCY_BOUNDS_MS[LATENCY_BOUNDS_MS.length - 1] as number;
 }
 
-export interface LatencySummary {
+interface LatencySummary {
   p50: number | null;
   p95: number | null;
   p99: number | null;
@@ -170,7 +170,7 @@ export interface LatencySummary {
 const latencyOf = (histogram: Histogram): LatencySummary => ({ p50: quantile(histogram, 0.5), p95: quantile(histogram, 0.95), p99: quantile(histogram, 0.99) });
 
 /** One minute of the report. */
-export interface ActivityPoint {
+interface ActivityPoint {
   /** The minute's start (ISO 8601). */
   at: string;
   /** Requests per kind. */
@@ -181,7 +181,7 @@ export interface ActivityPoint {
   latency_ms: Record<string, LatencySummary>;
 }
 
-export interface ActivityTotals {
+interface ActivityTotals {
   requests: Partial<Record<ActivityKind, number>>;
   refused: Partial<Record<ActivityKind, number>>;
   /** Outcomes per kind over the window: `{resolve: {created: 10, "capacity-exceeded": 2}}`. */
@@ -190,7 +190,7 @@ export interface ActivityTotals {
   latency_ms: Record<string, LatencySummary>;
 }
 
-export interface TenantRow {
+interface TenantRow {
   tenant_id: string;
   requests: number;
   resolves: number;

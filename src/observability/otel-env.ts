@@ -25,10 +25,10 @@
  * that starts must export what it was told to.
  */
 
-export const SAMPLERS = ["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"] as const;
-export type SamplerName = (typeof SAMPLERS)[number];
+const SAMPLERS = ["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"] as const;
+type SamplerName = (typeof SAMPLERS)[number];
 
-export type OtlpProtocol = "http/protobuf" | "http/json";
+type OtlpProtocol = "http/protobuf" | "http/json";
 
 export interface OtelSettings {
   /** Export over OTLP/HTTP (absent: no OTLP exporter). */

@@ -39,7 +39,8 @@ import {
 import { log } from "./log.js";
 import type { OtelSettings } from "./otel-env.js";
 import { parseTraceparent, parseTracestate } from "./trace-context.js";
-import type { RequestOutcome, RequestSpan, StatementSpan, TracedRequest, Tracer } from "./tracing.js";
+import type { RequestFacts } from "./request-info.js";
+import type { RequestSpan, StatementSpan, TracedRequest, Tracer } from "./tracing.js";
 
 /** A tracer that exports, and the means to flush and stop it. */
 export interface ExportingTracer extends Tracer {
@@ -177,7 +178,7 @@ class OtelRequestSpan implements RequestSpan {
     };
   }
 
-  end(outcome: RequestOutcome): void {
+  end(outcome: RequestFacts): void {
     const attributes: Attributes = { "http.route": outcome.route, "http.response.status_code": outcome.status };
     if (outcome.code) attributes["aip.problem.code"] = outcome.code;
     if (outcome.tenantId) attributes["aip.tenant.id"] = outcome.tenantId;

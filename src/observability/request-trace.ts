@@ -1,32 +1,40 @@
 /**
- * The app's first middleware: the request's trace. Reads `traceparent` and `tracestate` (or
- * starts a trace), opens the request's span with the tracer, and runs everything after it inside
- * that span (src/observability/request-context.ts), so that SQL statements and log lines name it.
- * Once the response is decided, the span gets what it was: route template, status, problem code,
- * tenant, and how a catalog answer or a resolution came about.
+ * The app's first middleware: the request's trace, and what the request turned out to be.
+ *
+ * Before: reads `traceparent` (or starts a trace), opens the request's span with the tracer, and
+ * runs everything after it inside that span (src/observability/request-context.ts), so that SQL
+ * statements and log lines name it.
+ *
+ * After: the request's facts (route template, status, latency, problem code, tenant, how a
+ * catalog answer or a resolution came about) are read once (src/observability/request-info.ts)
+ * and handed to each observer: the access log, the Prometheus metrics, the activity history, and
+ * the span when one is recorded. One middleware instead of one per observer: a request pays for
+ * one async frame and one reading of its facts, however many observe it.
  */
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
 import { runInRequest } from "./request-context.js";
-import { CATALOG_CACHE_HEADER, problemCodeOf, routeLabel } from "./request-info.js";
-import type { Tracer } from "./tracing.js";
+import { requestFacts, type RequestFacts } from "./request-info.js";
+import type { RequestSpan, Tracer } from "./tracing.js";
 
-export function traceRequests(tracer: Tracer): MiddlewareHandler<AppEnv> {
+/** Told of every finished request (after onError made its problem answer). Must not throw. */
+export type RequestObserver = (facts: RequestFacts, span: RequestSpan, c: Context<AppEnv>) => void;
+
+export function observeRequests(tracer: Tracer, observers: RequestObserver[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
+    const started = performance.now();
     const span = tracer.startRequest(c.req);
     c.set("span", span);
     await runInRequest(span, next);
-    // Nothing to tell a span nobody records: the untraced path stops here.
-    if (!span.recording) return;
-    const headers = c.res.headers;
-    span.end({
-      route: routeLabel(c),
-      requestId: c.get("requestId"),
-      status: c.res.status,
-      code: problemCodeOf(c),
-      tenantId: (c.get("principal") as AppEnv["Variables"]["principal"] | undefined)?.tenantId ?? undefined,
-      catalogCache: headers.get(CATALOG_CACHE_HEADER) ?? undefined,
-      routeOutcome: headers.get("aip-route-outcome") ?? undefined,
-    });
+    if (observers.length === 0 && !span.recording) return;
+    const facts = requestFacts(c, started);
+    for (const observe of observers) {
+      try {
+        observe(facts, span, c);
+      } catch {
+        // Observing a request never fails it.
+      }
+    }
+    if (span.recording) span.end(facts);
   };
 }

@@ -18,8 +18,6 @@ export interface TraceParent {
   flags: number;
 }
 
-export const SAMPLED = 0x01;
-
 const HEX = /^[0-9a-f]+$/;
 const ZEROS_32 = "0".repeat(32);
 const ZEROS_16 = "0".repeat(16);
@@ -74,10 +72,18 @@ export function formatTraceparent(traceId: string, spanId: string, flags: number
 
 const BYTE_HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
+/** Random bytes drawn 4 KiB at a time: a request takes 24 of them (a span id, maybe a trace id). */
+const pool = new Uint8Array(4096);
+let used = pool.length;
+
 function randomHex(bytes: number): string {
-  const random = crypto.getRandomValues(new Uint8Array(bytes));
+  if (used + bytes > pool.length) {
+    crypto.getRandomValues(pool);
+    used = 0;
+  }
   let hex = "";
-  for (const byte of random) hex += BYTE_HEX[byte];
+  for (let i = used; i < used + bytes; i++) hex += BYTE_HEX[pool[i] as number];
+  used += bytes;
   return hex;
 }
 

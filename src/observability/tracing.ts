@@ -10,6 +10,7 @@
  * Without it `untraced` stands in: no span objects, no attributes, no clock reads; a statement is
  * named by its request's span.
  */
+import type { RequestFacts } from "./request-info.js";
 import { parseTraceparent, randomSpanId, randomTraceId } from "./trace-context.js";
 
 /** The parts of the HTTP request a tracer reads (Hono's HonoRequest has them). */
@@ -18,23 +19,6 @@ export interface TracedRequest {
   /** The whole URL (only a recording tracer reads it, for `url.path` and `url.scheme`). */
   readonly url: string;
   header(name: string): string | undefined;
-}
-
-/** What the response turned out to be, for the request's span. */
-export interface RequestOutcome {
-  /** The route template (`/v1/routes/:action_id`), or `unmatched`. */
-  route: string;
-  /** The request id of the answer (X-Request-Id). */
-  requestId?: string | undefined;
-  status: number;
-  /** The problem code of an error answer. */
-  code?: string | undefined;
-  /** The verified tenant of the caller. */
-  tenantId?: string | undefined;
-  /** Catalog answers: `hit`, `revalidated` or `miss`. */
-  catalogCache?: string | undefined;
-  /** Route resolutions: `created`, `existing` or `reacquired`. */
-  routeOutcome?: string | undefined;
 }
 
 export interface StatementSpan {
@@ -55,7 +39,8 @@ export interface RequestSpan {
   readonly recording: boolean;
   /** A child span for one SQL statement: `operation` is the SQL function it calls. */
   statement(operation: string, text: string): StatementSpan;
-  end(outcome: RequestOutcome): void;
+  /** The request is answered: what it was (its route, status, problem code, tenant, ...). */
+  end(facts: RequestFacts): void;
 }
 
 export interface Tracer {

@@ -59,7 +59,7 @@ describe("trace context without OpenTelemetry", () => {
   beforeAll(() => {
     app = createApp({ registry: db.registry, authenticator: createAuthenticator({ hs256Secret: TEST_SECRET }), log: (entry) => entries.push(entry) });
   });
-  const request = (path: string, init: RequestInit) => app.request(path, init);
+  const request = async (path: string, init: RequestInit) => app.request(path, init);
 
   it("names the caller's trace in the access log and in pg_stat_activity while the statement runs", async () => {
     // The owner holds the route table: the resolve's statement waits, visible, as a slow one would.
@@ -93,7 +93,12 @@ describe("trace context without OpenTelemetry", () => {
   });
 
   it("starts a trace for a request without one, or with a malformed one", async () => {
-    for (const headers of [{}, { traceparent: `00-${TRACE}-${CALLER_SPAN}-01-junk` }, { traceparent: "00-00000000000000000000000000000000-00f067aa0ba902b7-01" }]) {
+    const cases: Record<string, string>[] = [
+      {},
+      { traceparent: `00-${TRACE}-${CALLER_SPAN}-01-junk` },
+      { traceparent: "00-00000000000000000000000000000000-00f067aa0ba902b7-01" },
+    ];
+    for (const headers of cases) {
       const before = entries.length;
       expect((await request("/healthz", { headers })).status).toBe(200);
       const entry = entries[before] as AccessLogEntry;
@@ -201,7 +206,11 @@ describe("OpenTelemetry on the Node server", () => {
         "aip.catalog.cache": "miss",
       });
       const refusal = servers.find((s) => s.attributes["http.response.status_code"] === 404) as ReceivedSpan;
-      expect(refusal.attributes).toMatchObject({ "http.route": "/v1/routes/:action_id", "aip.problem.code": "binding-unavailable", "url.path": "/v1/routes/act_trc_unknown" });
+      expect(refusal.attributes).toMatchObject({
+        "http.route": "/v1/routes/:action_id",
+        "aip.problem.code": "binding-unavailable",
+        "url.path": "/v1/routes/act_trc_unknown",
+      });
       const created = servers.find((s) => s.attributes["http.response.status_code"] === 201) as ReceivedSpan;
       expect(created.attributes["aip.route.outcome"]).toBe("created");
 
@@ -308,6 +317,11 @@ describe("the server process, as a platform runs it", () => {
     expect(receiver.exports("process").length).toBe(before);
     expect(loaded).toEqual([]);
     for (const line of lines) expect(JSON.parse(line), line).toMatchObject({ time: expect.any(String), level: expect.any(String), msg: expect.any(String) });
-    expect(lines.map((l) => JSON.parse(l)).filter((e) => e.msg === "request").every((e) => e.trace_id === TRACE)).toBe(true);
+    expect(
+      lines
+        .map((l) => JSON.parse(l))
+        .filter((e) => e.msg === "request")
+        .every((e) => e.trace_id === TRACE),
+    ).toBe(true);
   });
 });

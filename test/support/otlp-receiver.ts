@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
 
-export type AttributeValue = string | number | boolean | null;
+type AttributeValue = string | number | boolean | null;
 
 export interface ReceivedSpan {
   traceId: string;
@@ -26,7 +26,7 @@ export interface ReceivedSpan {
   resource: Record<string, AttributeValue>;
 }
 
-export interface ReceivedExport {
+interface ReceivedExport {
   contentType: string;
   spans: ReceivedSpan[];
 }

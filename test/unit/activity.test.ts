@@ -5,7 +5,18 @@
  * reports every minute, empty ones included.
  */
 import { expect, it } from "vitest";
-import { activityKind, addSample, MAX_TENANTS_PER_MINUTE, MemoryActivity, mergeBucket, OTHER_TENANTS, quantile, summarize, type ActivityBucket, type ActivitySample } from "../../src/observability/activity.js";
+import {
+  activityKind,
+  addSample,
+  MAX_TENANTS_PER_MINUTE,
+  MemoryActivity,
+  mergeBucket,
+  OTHER_TENANTS,
+  quantile,
+  summarize,
+  type ActivityBucket,
+  type ActivitySample,
+} from "../../src/observability/activity.js";
 
 const T0 = Date.parse("2026-12-01T10:00:00Z");
 const sample = (over: Partial<ActivitySample>): ActivitySample => ({

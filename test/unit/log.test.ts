@@ -16,7 +16,7 @@ const capture = (level: LogLevel) => {
 it("writes time, level and msg first, then the fields", () => {
   const { lines, logger } = capture("info");
   logger.info("started", { port: 8787 });
-  const [{ line }] = lines as [{ line: string }];
+  const line = lines[0]?.line as string;
   expect(Object.keys(JSON.parse(line))).toEqual(["time", "level", "msg", "port"]);
   const entry = JSON.parse(line);
   expect(entry).toMatchObject({ level: "info", msg: "started", port: 8787 });

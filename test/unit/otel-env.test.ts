@@ -60,7 +60,9 @@ it("reads every standard variable it supports, signal-specific ones first", () =
 
 it("refuses what it cannot honour, naming the variable", () => {
   const refused = (env: Record<string, string>) => () => otelSettings(env);
-  expect(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4317", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toThrow(/OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" is not supported/);
+  expect(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4317", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toThrow(
+    /OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" is not supported/,
+  );
   expect(refused({ OTEL_TRACES_EXPORTER: "zipkin" })).toThrow(/OTEL_TRACES_EXPORTER: "zipkin" is not supported/);
   expect(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT: .* is not a URL/);
   expect(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: "ftp://c" })).toThrow(/must be http or https/);
