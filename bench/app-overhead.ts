@@ -38,11 +38,15 @@ try {
   symlinkSync(join(ROOT, "node_modules"), join(baseDir, "node_modules"));
   const trees = { base: baseDir, this: ROOT.replace(/\/$/, "") };
   const measure = (tree: keyof typeof trees, workload: string) => {
-    const out = execFileSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./workloads/app-request.ts", import.meta.url)), trees[tree], workload, String(requests)], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "" },
-      encoding: "utf8",
-    });
+    const out = execFileSync(
+      process.execPath,
+      ["--import", "tsx", fileURLToPath(new URL("./workloads/app-request.ts", import.meta.url)), trees[tree], workload, String(requests)],
+      {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? "" },
+        encoding: "utf8",
+      },
+    );
     return (JSON.parse(out.trim().split("\n").at(-1) as string) as { cpuUsPerRequest: number }).cpuUsPerRequest;
   };
   console.log(`app CPU per request, ${base} (base) and the working tree (this), ${rounds} rounds of ${requests} requests, alternated`);

@@ -198,7 +198,9 @@ describe("the real thing: wrangler dev against PostgreSQL", () => {
       spans = receiver.spans().filter((s) => s.traceId === trace);
     }
     expect(spans.find((s) => s.kind === 2)).toMatchObject({ name: "GET /readyz", parentSpanId: parent, attributes: { "http.response.status_code": 200 } });
-    expect(spans.find((s) => s.kind === 3)).toMatchObject({ attributes: { "db.system.name": "postgresql", "db.operation.name": expect.stringMatching(/^aip_/) } });
+    expect(spans.find((s) => s.kind === 3)).toMatchObject({
+      attributes: { "db.system.name": "postgresql", "db.operation.name": expect.stringMatching(/^aip_/) },
+    });
   });
 
   it("keeps every secret off the command lines `ps` shows", async () => {
