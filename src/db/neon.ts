@@ -12,6 +12,7 @@
  */
 import { Pool, neon } from "@neondatabase/serverless";
 import type { SqlExecutor } from "./executor.js";
+import { traced } from "./traced.js";
 
 /**
  * `timeoutMs` bounds one statement's whole round trip (a compute waking from suspension, the
@@ -20,12 +21,12 @@ import type { SqlExecutor } from "./executor.js";
  */
 export function neonHttpExecutor(connectionString: string, options: { timeoutMs?: number } = {}): SqlExecutor {
   const sql = neon(connectionString);
-  return {
+  return traced({
     async query<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
       const fetchOptions = options.timeoutMs ? { signal: AbortSignal.timeout(options.timeoutMs) } : undefined;
       return (await sql.query(text, [...params], fetchOptions ? { fetchOptions } : undefined)) as R[];
     },
-  };
+  });
 }
 
 /**
@@ -36,12 +37,12 @@ export class RequestPools {
   private readonly pools = new Map<string, Pool>();
 
   executor(connectionString: string): SqlExecutor {
-    return {
+    return traced({
       query: async <R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) => {
         const result = await this.pool(connectionString).query(text, [...params]);
         return result.rows as R[];
       },
-    };
+    });
   }
 
   async end(): Promise<void> {

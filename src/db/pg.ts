@@ -7,6 +7,7 @@ import { DB_POOL_MAX, DB_STATEMENT_TIMEOUT_MS, CLI_CONNECT_TIMEOUT_MS, MIGRATION
 import type { SqlExecutor } from "./executor.js";
 import { applicationNameOf, type MigrationSession } from "./migrate.js";
 import { FUNCTION_SET } from "./schema-version.js";
+import { traced } from "./traced.js";
 import { databaseFailure, type DatabaseFailure } from "./sqlstate.js";
 
 /** Failures after which the session cannot be trusted: the connection broke or the server ended it. */
@@ -50,8 +51,9 @@ export function createPgPool(connectionString: string, options: PgPoolOptions = 
   return pool;
 }
 
+/** Statements of a request carry its trace (src/db/traced.ts). */
 export function pgExecutor(pool: pg.Pool): SqlExecutor {
-  return {
+  return traced({
     async query<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
       // Not pool.query(): pg-pool destroys the connection after ANY query error, and every
       // refusal the registry raises in SQL (400, 409, 429 ...) is a query error. A server-reported
@@ -81,7 +83,7 @@ export function pgExecutor(pool: pg.Pool): SqlExecutor {
         client.release(broken);
       }
     },
-  };
+  });
 }
 
 /**

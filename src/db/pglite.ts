@@ -6,18 +6,20 @@
 import { PGlite } from "@electric-sql/pglite";
 import type { SqlExecutor } from "./executor.js";
 import type { MigrationSession } from "./migrate.js";
+import { traced } from "./traced.js";
 
 export async function openPglite(dataDir?: string): Promise<PGlite> {
   return PGlite.create(dataDir ? { dataDir } : {});
 }
 
+/** Statements of a request carry its trace (src/db/traced.ts). */
 export function pgliteExecutor(db: PGlite): SqlExecutor {
-  return {
+  return traced({
     async query<R extends Record<string, unknown>>(text: string, params: readonly unknown[] = []) {
       const result = await db.query<R>(text, params as unknown[]);
       return result.rows;
     },
-  };
+  });
 }
 
 export function pgliteSession(db: PGlite): MigrationSession {

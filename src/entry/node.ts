@@ -11,7 +11,12 @@
  *
  * Shutdown (close(), which SIGTERM and SIGINT call through src/node/signals.ts) goes the other
  * way: the listener stops accepting and the requests in flight get up to SHUTDOWN_DRAIN_MS to
- * finish while lease maintenance stops, then the pools close and the data directory is released.
+ * finish while lease maintenance stops, then the pools close, the data directory is released and
+ * the last spans are exported.
+ *
+ * Every line it writes is one JSON object (src/observability/log.ts), start-up lines included.
+ * With the standard OTEL_* variables set (src/observability/otel-env.ts) it records and exports
+ * spans; without them no OpenTelemetry code is even loaded.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { hostname } from "node:os";
@@ -28,7 +33,6 @@ import { CatalogReplica } from "../registry/catalog-replica.js";
 import { CATALOG_REPLICA_CONNECT_TIMEOUT_MS } from "../limits.js";
 import { loadConfig, type Config } from "../config.js";
 import { migrate } from "../db/migrate.js";
-import { FUNCTION_SET } from "../db/schema-version.js";
 import { createPgPool, pgExecutor, redactUrl, withPgSession } from "../db/pg.js";
 import { openPglite, pgliteExecutor, pgliteSession } from "../db/pglite.js";
 import { databaseFailure } from "../db/sqlstate.js";
@@ -46,7 +50,12 @@ import { installTransport, TRANSPORT_SERVER_OPTIONS } from "../node/transport.js
 import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-history.js";
 import { RetentionSchedule, retentionSettings, type RetentionSettings } from "../maintenance/route-retention.js";
 import { jsonLines } from "../observability/access-log.js";
+import { MemoryActivity } from "../observability/activity.js";
+import { FUNCTION_SET, FUNCTIONS_CHECKSUM, RELEASE, SCHEMA_VERSION } from "../db/schema-version.js";
+import { log as processLog, Logger } from "../observability/log.js";
 import { nodeMetrics } from "../observability/node-metrics.js";
+import { otelSettings, OtelSettingsError, type OtelSettings } from "../observability/otel-env.js";
+import type { ExportingTracer } from "../observability/otel.js";
 import { Registry, type ServerIdentity } from "../registry/registry.js";
 import { SIGHTING_INTERVAL_MS } from "../registry/schema-gate.js";
 import type { RouteRetentionPolicy } from "../schemas.js";
@@ -76,11 +85,31 @@ export interface ServerOptions {
   maintenanceClock?: MaintenanceClock;
 }
 
+/** Where start-up lines go (each one JSON line); stdout by default. */
 type Log = (line: string) => void;
+/** The start-up messages: migrations, the schema, the listening address, development tokens. */
+type Say = (msg: string, fields?: Record<string, unknown>) => void;
 
 /** A start-up refusal: the message says what to do. */
 export class StartupError extends Error {
   override name = "StartupError";
+}
+
+/** The OTEL_* variables' verdict: null (no tracing) or what to export; a setting that cannot be honoured is a start-up error. */
+function tracingSettings(env: Record<string, string | undefined>): OtelSettings | null {
+  try {
+    return otelSettings(env);
+  } catch (error) {
+    if (error instanceof OtelSettingsError) throw new StartupError(error.message);
+    throw error;
+  }
+}
+
+/** The exporting tracer, loaded only now: a server without OTEL_* variables never loads OpenTelemetry. */
+async function startTracing(settings: OtelSettings | null): Promise<ExportingTracer | undefined> {
+  if (!settings) return undefined;
+  const { createOtelTracer } = await import("../observability/otel.js");
+  return createOtelTracer(settings, RELEASE);
 }
 
 /** Settings that cannot work together are refused before anything is bound or opened. */
@@ -156,7 +185,7 @@ async function listen(config: Config): Promise<{ server: Server; port: number; d
     server.listen(config.PORT, config.HOST, () => resolve());
   });
   server.removeAllListeners("error");
-  server.on("error", (error) => console.error(JSON.stringify({ level: "error", msg: "http server error", error: String(error) })));
+  server.on("error", (error) => processLog.error("http server error", { error: String(error) }));
   drain = drainable(server);
   const address = server.address();
   return {
@@ -183,7 +212,7 @@ interface OpenDatabase {
   close(): Promise<void>;
 }
 
-async function openEmbedded(config: Config, log: Log): Promise<OpenDatabase> {
+async function openEmbedded(config: Config, say: Say): Promise<OpenDatabase> {
   const dir = join(config.DATA_DIR, "pglite");
   await mkdir(dir, { recursive: true });
   const db: PGlite = await openPglite(dir).catch((error: unknown) => {
@@ -191,8 +220,8 @@ async function openEmbedded(config: Config, log: Log): Promise<OpenDatabase> {
   });
   try {
     if (config.MIGRATE_ON_START) {
-      const report = await migrate(pgliteSession(db), { log });
-      log(`embedded PGlite at ${dir}: schema version ${report.schemaVersion}`);
+      const report = await migrate(pgliteSession(db), { log: (msg) => say(msg) });
+      say(`embedded PGlite at ${dir}: schema version ${report.schemaVersion}`, { schema_version: report.schemaVersion });
     }
   } catch (error) {
     await db.close();
@@ -211,10 +240,13 @@ const usage = (pool: pg.Pool, name: string): PoolUsage => ({
 });
 
 /** Installs the schema through the control URL, or says what to do when that role may not. */
-async function migrateOnStart(controlUrl: string, before: string | undefined, log: Log): Promise<void> {
+async function migrateOnStart(controlUrl: string, before: string | undefined, say: Say): Promise<void> {
   try {
-    const report = await withPgSession(controlUrl, (session) => migrate(session, { log }));
-    log(`schema version ${report.schemaVersion}${report.applied.length ? ` (applied ${report.applied.join(", ")})` : ""}`);
+    const report = await withPgSession(controlUrl, (session) => migrate(session, { log: (msg) => say(msg) }));
+    say(`schema version ${report.schemaVersion}${report.applied.length ? ` (applied ${report.applied.join(", ")})` : ""}`, {
+      schema_version: report.schemaVersion,
+      applied: report.applied,
+    });
   } catch (error) {
     if (databaseFailure(error) !== "permission") throw error;
     const role = new URL(controlUrl).username || "this role";
@@ -225,7 +257,7 @@ async function migrateOnStart(controlUrl: string, before: string | undefined, lo
   }
 }
 
-async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log): Promise<OpenDatabase> {
+async function openPostgres(config: Config & { DATABASE_URL: string }, say: Say): Promise<OpenDatabase> {
   const dataPool: pg.Pool = createPgPool(config.DATABASE_URL, { max: config.DB_POOL_MAX, statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS });
   const data = pgExecutor(dataPool);
   // Catalog reads on a read replica, when one is configured: a pool of its own, as the data role.
@@ -272,7 +304,7 @@ async function openPostgres(config: Config & { DATABASE_URL: string }, log: Log)
       // A schema that is already current needs no migration, and no DDL privileges: the runtime
       // roles of docs/deploy.md start without the owner's credentials.
       const verdict = await askSchema(registry, redactUrl(config.DATABASE_URL));
-      if (!verdict.ok) await migrateOnStart(controlUrl, verdict.reason, log);
+      if (!verdict.ok) await migrateOnStart(controlUrl, verdict.reason, say);
     }
   } catch (error) {
     await close();
@@ -298,6 +330,10 @@ export async function startServer(
 ): Promise<RunningServer> {
   const config = loadConfig(env);
   checkConfig(config);
+  const tracing = tracingSettings(env);
+  processLog.setLevel(config.LOG_LEVEL);
+  const startup = new Logger(config.LOG_LEVEL, (line) => log(line));
+  const say: Say = (msg, fields) => startup.info(msg, fields);
 
   const { server, port, drain, serve } = await listen(config);
   const url = `http://${config.HOST}:${port}`;
@@ -315,7 +351,7 @@ export async function startServer(
         { command: "aip-registry serve", url },
         {
           onLost: () => {
-            console.error(JSON.stringify({ level: "error", msg: "the data directory lock was lost: stopping", data_dir: config.DATA_DIR }));
+            processLog.error("the data directory lock was lost: stopping", { data_dir: config.DATA_DIR });
             process.exitCode = 1;
             void running?.close();
           },
@@ -323,7 +359,7 @@ export async function startServer(
       );
     }
     if (generated) secret = await developmentSecret(config.DATA_DIR);
-    database = config.DATABASE_URL ? await openPostgres(config as Config & { DATABASE_URL: string }, log) : await openEmbedded(config, log);
+    database = config.DATABASE_URL ? await openPostgres(config as Config & { DATABASE_URL: string }, say) : await openEmbedded(config, say);
     const target = config.DATABASE_URL ? redactUrl(config.DATABASE_URL) : join(config.DATA_DIR, "pglite");
     const verdict = await askSchema(database.registry, target);
     if (!verdict.ok) throw new StartupError(`refusing to serve ${target}: ${verdict.reason}`);
@@ -353,20 +389,34 @@ export async function startServer(
           ...(retention.days > 0 ? { retention: new RetentionSchedule(retention) } : {}),
           changeHistory: new ChangeHistorySchedule(changeHistorySettings(config)),
           ...(options.maintenanceClock ? { clock: options.maintenanceClock } : {}),
-          onError: (error) => console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", error: String(error) })),
+          onError: (error) => processLog.warn("lease maintenance failed", { error: String(error) }),
           onCycle: ({ expired, released, retention: retained }) => {
-            if (expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired, released }));
-            if (retained && retained.removed > 0) console.log(JSON.stringify({ level: "info", msg: "routes removed", removed: retained.removed }));
+            if (expired > 0) processLog.info("leases expired", { expired, released });
+            if (retained && retained.removed > 0) processLog.info("routes removed", { removed: retained.removed });
           },
         })
       : undefined;
-  const accessLog = config.ACCESS_LOG ? jsonLines() : undefined;
+  const accessLog = config.ACCESS_LOG ? jsonLines(undefined, config.LOG_LEVEL) : undefined;
+  let tracer: ExportingTracer | undefined;
+  try {
+    tracer = await startTracing(tracing);
+  } catch (error) {
+    await database.close().catch(() => {});
+    await lock?.release();
+    server.closeAllConnections();
+    await closeServer();
+    throw error;
+  }
   const transport = installTransport(server, accessLog ? { log: accessLog } : {});
   const app = createApp(
     appOptions(config, {
       registry,
       authenticator,
       log: accessLog,
+      ...(tracer ? { tracer } : {}),
+      // The dashboard's history: this process's requests, in memory (docs/observability.md).
+      activity: new MemoryActivity(),
+      build: { version: RELEASE, runtime: "node", schema_version: SCHEMA_VERSION, functions_checksum: FUNCTIONS_CHECKSUM },
       onLease: maintenance ? (notice) => maintenance.note(notice.expires_at) : undefined,
       routeRetention: retention.days > 0 ? retention : undefined,
       transportFailure: transport.transportFailure,
@@ -393,8 +443,14 @@ export async function startServer(
   const sightings = setInterval(() => void registry.schemaStatus().catch(() => {}), SIGHTING_INTERVAL_MS);
   sightings.unref();
 
-  log(`aip-registry listening on ${url} (${database.label}), PID ${process.pid}`);
-  if (generated && secret) await printDevelopmentTokens(secret, url, config.DATA_DIR, log);
+  say(`aip-registry listening on ${url} (${database.label}), PID ${process.pid}`, {
+    url,
+    database: database.label,
+    pid: process.pid,
+    version: RELEASE,
+    tracing: tracer ? (tracing?.otlp ? `otlp ${tracing.otlp.protocol} ${tracing.otlp.url}` : "console") : "off",
+  });
+  if (generated && secret) await printDevelopmentTokens(secret, url, config.DATA_DIR, say);
 
   let closing: Promise<ShutdownReport> | undefined;
   const open = database;
@@ -420,6 +476,8 @@ export async function startServer(
         // Last, and only once the database is closed: otherwise the lock goes with the process,
         // which the kernel releases when it exits.
         if (databaseClosed) await lock?.release();
+        // The spans of the last requests, within a bound: a collector that is down must not hold the exit.
+        if (tracer) await Promise.race([tracer.shutdown().catch(() => {}), sleep(TRACE_FLUSH_MS)]);
         return { ...drained, databaseClosed };
       })()),
   };
@@ -455,27 +513,24 @@ async function statePolicy(registry: Registry, retention: RetentionSettings, tar
 
 /** How long a stop waits for the database to close after the drain (pools end, PGlite closes). */
 const DATABASE_CLOSE_MS = 2000;
+/** How long a stop waits for the last spans to be exported. */
+const TRACE_FLUSH_MS = 2000;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
-async function printDevelopmentTokens(secret: string, url: string, dataDir: string, log: Log) {
+/**
+ * The development tokens, as one log line like every other. `paste` is the line to paste into a
+ * second terminal (the README's quick start): `export ADMIN_TOKEN=... TENANT_TOKEN=...`.
+ */
+async function printDevelopmentTokens(secret: string, url: string, dataDir: string, say: Say) {
   const ttlSeconds = 30 * 24 * 3600;
   const admin = await mintToken(secret, { subject: "dev-operator", scopes: ["registry:admin", "fleet:read"], ttlSeconds });
   const tenant = await mintToken(secret, { subject: "dev-gateway", tenantId: "tenant-a", scopes: ["catalog:read", "routes:write", "routes:read"], ttlSeconds });
-  log(
-    [
-      "",
-      `No AUTH_HS256_SECRET or AUTH_JWKS_URL: using a generated development secret (${join(dataDir, "auth-secret")}).`,
-      "Development tokens (valid 30 days):",
-      `  ADMIN_TOKEN=${admin}`,
-      `  TENANT_TOKEN=${tenant}      # tenant_id=tenant-a`,
-      "Connector hosts get tokens bound to their replica's peer principal:",
-      "  npx --no-install aip-registry token --scope replicas:write --peer-principal <peer_principal_id>",
-      "Try:",
-      `  curl -s ${url}/readyz`,
-      `  curl -s -H "Authorization: Bearer $TENANT_TOKEN" ${url}/v1/catalog/capabilities`,
-      "",
-    ].join("\n"),
-  );
+  say(`No AUTH_HS256_SECRET or AUTH_JWKS_URL: using a generated development secret (${join(dataDir, "auth-secret")}); development tokens valid 30 days`, {
+    secret_file: join(dataDir, "auth-secret"),
+    paste: `export ADMIN_TOKEN=${admin} TENANT_TOKEN=${tenant} # TENANT_TOKEN: tenant_id=tenant-a`,
+    host_tokens: "npx --no-install aip-registry token --scope replicas:write --peer-principal <peer_principal_id>",
+    try: [`curl -s ${url}/readyz`, `curl -s -H "Authorization: Bearer $TENANT_TOKEN" ${url}/v1/catalog/capabilities`],
+  });
 }
 
 // `npm start` (node dist/entry/node.js), or `tsx src/entry/node.ts` in development.
@@ -483,7 +538,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   serveUntilSignal(() => startServer()).then(
     (code) => process.exit(code),
     (error: unknown) => {
-      console.error(error instanceof Error ? error.message : error);
+      processLog.error(error instanceof Error ? error.message : String(error));
       process.exit(1);
     },
   );

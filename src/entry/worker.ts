@@ -24,10 +24,21 @@
  * - ROUTE_RETENTION_DAYS, ROUTE_RETENTION_REQUIRE_EXPORT: route retention, run in the clock's
  *   cycles (src/maintenance/route-retention.ts).
  *
+ * - ACTIVITY_HISTORY (Durable Object namespace, optional): the deployment's activity history behind
+ *   the dashboard's rates and latency (src/observability/activity-store.ts), exported below.
+ * - AIP_ANALYTICS (Analytics Engine dataset, optional): one data point per request, the Worker's
+ *   counterpart of the Node server's /metrics (src/observability/analytics-engine.ts).
+ * - LOG_LEVEL: `error`, `warn`, `info` (default) or `debug` (src/observability/log.ts).
+ * - The standard OpenTelemetry variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+ *   OTEL_EXPORTER_OTLP_HEADERS as a secret, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...:
+ *   src/observability/otel-env.ts): the same spans as the Node server, exported over OTLP/HTTP
+ *   after each response (waitUntil). Unset, nothing is built and nothing exported.
+ *
  * A Worker never migrates: it verifies once per isolate that its own function set is installed
  * (builds serve one database side by side: docs/upgrades.md) and answers 503 `storage` until it
  * is; it reports itself to the database at most once a minute after a response, so a version that
- * serves (a gradual deployment's older one included) keeps its set from being finalized away. Lease maintenance runs from the LeaseClock's alarm, only when a
+ * serves (a gradual deployment's older one included) keeps its set from being finalized away.
+ * Lease maintenance runs from the LeaseClock's alarm, only when a
  * lease can have ended: there is no cron trigger, and an idle deployment sends no statement.
  */
 import type { ExecutionContext } from "hono";
@@ -45,12 +56,62 @@ import { DEFAULT_MIN_INTERVAL_MS, runMaintenanceCycle, type MaintenanceBounds, t
 import { ChangeHistorySchedule, changeHistorySettings } from "../catalog/change-history.js";
 import { RetentionSchedule, retentionSettings, type RetentionSettings } from "../maintenance/route-retention.js";
 import { jsonLines } from "../observability/access-log.js";
+import type { ActivityRecorder, BuildInfo } from "../observability/activity-route.js";
+import { ActivityHistoryObject, EdgeActivity, type HistoryNamespace, type HistoryState } from "../observability/activity-store.js";
+import { writeDataPoint, type AnalyticsDataset } from "../observability/analytics-engine.js";
+import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
+import { log } from "../observability/log.js";
+import { createOtelTracer, type ExportingTracer } from "../observability/otel.js";
+import { otelSettings } from "../observability/otel-env.js";
+import { version } from "../../package.json";
 import { RegistryError } from "../registry/errors.js";
 import { Registry } from "../registry/registry.js";
 import { CatalogReplica } from "../registry/catalog-replica.js";
 
-/** The Worker's bindings: its settings (src/config.ts WorkerConfigSchema) and the lease clock. */
-export type WorkerEnv = { [Name in WorkerSetting]?: string } & { LEASE_CLOCK?: ClockNamespace };
+/** The standard OpenTelemetry variables the Worker reads (src/observability/otel-env.ts), as bindings. */
+type OtelBinding =
+  | "OTEL_SDK_DISABLED"
+  | "OTEL_TRACES_EXPORTER"
+  | "OTEL_EXPORTER_OTLP_ENDPOINT"
+  | "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+  | "OTEL_EXPORTER_OTLP_PROTOCOL"
+  | "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+  | "OTEL_EXPORTER_OTLP_HEADERS"
+  | "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+  | "OTEL_EXPORTER_OTLP_TIMEOUT"
+  | "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+  | "OTEL_SERVICE_NAME"
+  | "OTEL_RESOURCE_ATTRIBUTES"
+  | "OTEL_TRACES_SAMPLER"
+  | "OTEL_TRACES_SAMPLER_ARG"
+  | "OTEL_BSP_SCHEDULE_DELAY"
+  | "OTEL_BSP_EXPORT_TIMEOUT"
+  | "OTEL_BSP_MAX_QUEUE_SIZE"
+  | "OTEL_BSP_MAX_EXPORT_BATCH_SIZE";
+
+/** The Worker's bindings: its settings (src/config.ts WorkerConfigSchema), the OTEL_* variables and the lease clock. */
+export type WorkerEnv = { [Name in WorkerSetting | OtelBinding]?: string } & {
+  LEASE_CLOCK?: ClockNamespace;
+  ACTIVITY_HISTORY?: HistoryNamespace;
+  AIP_ANALYTICS?: AnalyticsDataset;
+};
+
+/** What the Worker runs, reported beside its activity history. */
+const BUILD: BuildInfo = { version, runtime: "workers", schema_version: SCHEMA_VERSION, functions_checksum: FUNCTIONS_CHECKSUM };
+
+/** Each request into the activity history (when bound) and Analytics Engine (when bound). */
+function workerActivity(history: HistoryNamespace | undefined, analytics: AnalyticsDataset | undefined): ActivityRecorder | undefined {
+  const edge = history ? new EdgeActivity(history) : undefined;
+  if (!edge && !analytics) return undefined;
+  return {
+    scope: "deployment",
+    record(sample) {
+      if (analytics) writeDataPoint(analytics, sample);
+      return edge?.record(sample);
+    },
+    ...(edge ? { report: (query) => edge.report(query) } : {}),
+  };
+}
 
 /** The part of the Workers ExecutionContext used here. */
 export interface WaitUntil {
@@ -86,11 +147,21 @@ class WorkerRuntime implements ClockHost {
   readonly notifier: LeaseClockNotifier | undefined;
   /** HTTP transport: executors hold no socket, so one app serves every request. */
   private sharedApp: ReturnType<typeof createApp> | undefined;
+  /** Records and exports spans when the OTEL_* bindings ask for it; flushed after each response. */
+  private readonly tracer: ExportingTracer | undefined;
+  /** The dashboard's history and the Analytics Engine data points, when bound. */
+  private readonly activity: ActivityRecorder | undefined;
 
   constructor(
     readonly config: WorkerConfig,
-    clock: ClockNamespace | undefined,
+    env: WorkerEnv,
+    bindings: Record<string, string>,
   ) {
+    const clock = env.LEASE_CLOCK;
+    this.activity = workerActivity(env.ACTIVITY_HISTORY, env.AIP_ANALYTICS);
+    log.setLevel(config.LOG_LEVEL);
+    const tracing = otelSettings(bindings);
+    this.tracer = tracing ? createOtelTracer(tracing, version) : undefined;
     this.authenticator = authenticatorFrom(config);
     this.bounds = { batchSize: config.LEASE_EXPIRY_BATCH, maxBatches: config.LEASE_EXPIRY_MAX_BATCHES };
     this.retention = retentionSettings(config);
@@ -126,7 +197,9 @@ class WorkerRuntime implements ClockHost {
       appOptions(this.config, {
         registry,
         authenticator: this.authenticator,
-        log: this.config.ACCESS_LOG ? jsonLines() : undefined,
+        log: this.config.ACCESS_LOG ? jsonLines(undefined, this.config.LOG_LEVEL) : undefined,
+        ...(this.tracer ? { tracer: this.tracer } : {}),
+        ...(this.activity ? { activity: this.activity, build: BUILD } : {}),
         onLease: this.notifier?.notify,
         routeRetention: this.retention.days > 0 ? this.retention : undefined,
         catalog: { ...(this.catalogCache ? { cache: this.catalogCache } : {}), confirmed: this.confirmedRevision },
@@ -137,6 +210,15 @@ class WorkerRuntime implements ClockHost {
   }
 
   async fetch(request: Request, ctx: WaitUntil): Promise<Response> {
+    try {
+      return await this.serve(request, ctx);
+    } finally {
+      // The request's spans leave after its response: the isolate may not live until a batch fills.
+      if (this.tracer) ctx.waitUntil(this.tracer.flush().catch(() => {}));
+    }
+  }
+
+  private async serve(request: Request, ctx: WaitUntil): Promise<Response> {
     // The execution context reaches the routes (c.executionCtx): lease notices use its waitUntil.
     const executionCtx = ctx as ExecutionContext;
     if (this.config.NEON_TRANSPORT === "http") {
@@ -163,9 +245,8 @@ class WorkerRuntime implements ClockHost {
     const pools = this.config.NEON_TRANSPORT === "websocket" ? new RequestPools() : undefined;
     try {
       const cycle = await runMaintenanceCycle(this.registry(pools), this.bounds, this.retentionSchedule, Date.now, this.changeHistory);
-      if (cycle.expired > 0) console.log(JSON.stringify({ level: "info", msg: "leases expired", expired: cycle.expired, released: cycle.released }));
-      if (cycle.retention && cycle.retention.removed > 0)
-        console.log(JSON.stringify({ level: "info", msg: "routes removed", removed: cycle.retention.removed }));
+      if (cycle.expired > 0) log.info("leases expired", { expired: cycle.expired, released: cycle.released });
+      if (cycle.retention && cycle.retention.removed > 0) log.info("routes removed", { removed: cycle.retention.removed });
       return cycle;
     } finally {
       await pools?.end();
@@ -181,7 +262,12 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
   for (const [name, value] of Object.entries(env)) {
     if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") bindings[name] = String(value);
   }
-  const key = JSON.stringify([Object.entries(bindings).sort(([a], [b]) => (a < b ? -1 : 1)), env.LEASE_CLOCK !== undefined]);
+  const key = JSON.stringify([
+    Object.entries(bindings).sort(([a], [b]) => (a < b ? -1 : 1)),
+    env.LEASE_CLOCK !== undefined,
+    env.ACTIVITY_HISTORY !== undefined,
+    env.AIP_ANALYTICS !== undefined,
+  ]);
   let runtime = runtimes.get(key);
   if (!runtime) {
     const parsed = WorkerConfigSchema.safeParse(bindings);
@@ -194,7 +280,7 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
         "LEASE_CLOCK: the lease clock's Durable Object binding is missing (see wrangler.toml); LEASE_MAINTENANCE_INTERVAL_MS=0 runs without lease maintenance",
       );
     }
-    runtime = new WorkerRuntime(parsed.data as WorkerConfig, env.LEASE_CLOCK);
+    runtime = new WorkerRuntime(parsed.data as WorkerConfig, env, bindings);
     if (runtimes.size >= 8) runtimes.delete(runtimes.keys().next().value as string);
     runtimes.set(key, runtime);
   }
@@ -203,7 +289,7 @@ function runtimeFor(env: WorkerEnv): WorkerRuntime {
 
 /** A deployment mistake: logged in full, answered without details. */
 function misconfigured(error: unknown): Response {
-  console.error(JSON.stringify({ level: "error", msg: "worker misconfigured", error: error instanceof Error ? error.message : String(error) }));
+  log.error("worker misconfigured", { error: error instanceof Error ? error.message : String(error) });
   const body = problemDocument(new RegistryError("internal", "the registry Worker is misconfigured; see its logs"));
   return new Response(JSON.stringify(body), { status: 500, headers: { "content-type": PROBLEM_CONTENT_TYPE } });
 }
@@ -219,6 +305,13 @@ export default {
     return runtime.fetch(request, ctx);
   },
 };
+
+/** The activity history (wrangler.toml binding ACTIVITY_HISTORY): minute buckets of every isolate's requests. */
+export class ActivityHistory extends ActivityHistoryObject {
+  constructor(state: HistoryState, _env: WorkerEnv) {
+    super(state);
+  }
+}
 
 /** The lease clock (wrangler.toml binding LEASE_CLOCK): same script, same bindings as the Worker. */
 export class LeaseClock extends LeaseClockObject {

@@ -28,6 +28,7 @@ import { AUTH_JWKS_BACKOFF_MAX_MS, AUTH_JWKS_BACKOFF_MIN_MS } from "../limits.js
 import { RegistryError } from "../registry/errors.js";
 import { FETCH_OUTCOMES, fetchKeySet, type FetchOutcome } from "./jwks-fetch.js";
 import { duplicateMemberName } from "./unique-members.js";
+import { log } from "../observability/log.js";
 
 export interface KeySetOptions {
   url: string;
@@ -83,11 +84,8 @@ const NO_KEY_MESSAGES = {
   "unusable-key": "the key set's key for this token cannot be used",
 } as const;
 
-const defaultLog = (entry: Record<string, unknown>) => {
-  const line = JSON.stringify(entry);
-  if (entry.level === "info") console.log(line);
-  else console.error(line);
-};
+const defaultLog = ({ level, msg, ...fields }: Record<string, unknown>) =>
+  log.line(level === "info" || level === "warn" || level === "debug" ? level : "error", String(msg), fields);
 
 export class RemoteKeySet {
   private current: FetchedSet | undefined;

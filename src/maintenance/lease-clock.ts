@@ -20,6 +20,7 @@
  */
 import type { LeaseNotice } from "./lease-events.js";
 import { backoff, DEFAULT_MIN_INTERVAL_MS, planNextCycle, type MaintenanceCycle } from "./cycle.js";
+import { log } from "../observability/log.js";
 
 /** The one instance's name: every isolate of a deployment talks to the same clock. */
 export const LEASE_CLOCK_NAME = "lease-clock";
@@ -95,7 +96,7 @@ export class LeaseClockObject {
       ok = false;
       this.failures++;
       next = Date.now() + backoff(DEFAULT_MIN_INTERVAL_MS, this.failures);
-      console.error(JSON.stringify({ level: "warn", msg: "lease maintenance failed", attempt: this.failures, error: String(error) }));
+      log.warn("lease maintenance failed", { attempt: this.failures, error: String(error) });
     }
     this.lastCycleEnd = Date.now();
     if (next !== null) {

@@ -5,6 +5,7 @@
  * response (waitUntil), so a host never waits for it.
  */
 import type { Context } from "hono";
+import { log } from "../observability/log.js";
 
 export type LeaseNotice =
   /** A lifecycle answer that holds a live lease (register, heartbeat, drain). */
@@ -15,7 +16,7 @@ export type LeaseNotice =
 /** Told of every lease deadline; a returned promise is awaited after the response (Workers: waitUntil). */
 export type LeaseListener = (notice: LeaseNotice) => void | Promise<void>;
 
-const logFailure = (error: unknown) => console.error(JSON.stringify({ level: "error", msg: "lease deadline not delivered", error: String(error) }));
+const logFailure = (error: unknown) => log.error("lease deadline not delivered", { error: String(error) });
 
 /** Hands `notice` to `listener` without ever failing or delaying the request that learned it. */
 export function announceLease(c: Context, listener: LeaseListener | undefined, notice: LeaseNotice): void {

@@ -19,6 +19,7 @@
  * (docs/deploy.md).
  */
 import type { RunningServer } from "../entry/node.js";
+import { log } from "../observability/log.js";
 
 const REPEAT_WINDOW_MS = 1000;
 /** How often a process npm started checks that its parent is still there (a getppid call). */
@@ -98,7 +99,5 @@ function fields(reason: StopReason): Record<string, unknown> {
 }
 
 function line(level: "info" | "warn" | "error", msg: string, fields: Record<string, unknown>): void {
-  const text = JSON.stringify({ level, msg, ...fields });
-  if (level === "info") console.log(text);
-  else console.error(text);
+  log.line(level, msg, fields);
 }

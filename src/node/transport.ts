@@ -34,6 +34,8 @@ import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import { PROBLEM_CONTENT_TYPE, problemDocument } from "../http/problem.js";
 import type { AccessLogSink } from "../observability/access-log.js";
+import { log } from "../observability/log.js";
+import { parseTraceparent, randomSpanId, randomTraceId } from "../observability/trace-context.js";
 import { RegistryError } from "../registry/errors.js";
 
 /** The problem for an error Node's HTTP server reports, or null when the client is gone. */
@@ -120,10 +122,22 @@ export function installTransport(server: Server, options: TransportOptions = {})
   const verdicts = new WeakMap<IncomingMessage, Verdict>();
   const counts: Record<string, number> = {};
 
-  const record = (error: RegistryError, requestId: string, method = "-") => {
+  /** A refusal's access-log line: in the caller's trace when its headers were read and name one, else in one of its own. */
+  const record = (error: RegistryError, requestId: string, req?: IncomingMessage) => {
     counts[error.code] = (counts[error.code] ?? 0) + 1;
     try {
-      options.log?.({ request_id: requestId, method, route: "unmatched", status: error.status, latency_ms: 0, code: error.code });
+      const header = req?.headers.traceparent;
+      const trace_id = parseTraceparent(typeof header === "string" ? header : undefined)?.traceId ?? randomTraceId();
+      options.log?.({
+        request_id: requestId,
+        trace_id,
+        span_id: randomSpanId(),
+        method: req?.method ?? "-",
+        route: "unmatched",
+        status: error.status,
+        latency_ms: 0,
+        code: error.code,
+      });
     } catch {
       // A failing log sink must not break the refusal.
     }
@@ -186,7 +200,7 @@ export function installTransport(server: Server, options: TransportOptions = {})
       if (!refusal) return handler(req, res);
       // A response in its turn (Node queues it behind earlier ones), and the connection closes after it.
       const requestId = randomUUID();
-      record(refusal, requestId, req.method);
+      record(refusal, requestId, req);
       const body = problemJson(refusal, requestId);
       res.writeHead(refusal.status, {
         "content-type": PROBLEM_CONTENT_TYPE,
@@ -202,8 +216,7 @@ export function installTransport(server: Server, options: TransportOptions = {})
         error instanceof Error && error.name === "RequestError"
           ? new RegistryError("malformed-request", `the request cannot be served: ${error.message}`)
           : new RegistryError("internal", "internal error");
-      if (refusal.code === "internal")
-        console.error(JSON.stringify({ level: "error", msg: "unhandled error", request_id: requestId, error: String((error as Error)?.stack ?? error) }));
+      if (refusal.code === "internal") log.error("unhandled error", { request_id: requestId, error: String((error as Error)?.stack ?? error) });
       record(refusal, requestId);
       return new Response(problemJson(refusal, requestId), {
         status: refusal.status,

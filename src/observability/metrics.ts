@@ -6,13 +6,11 @@
  * come from the Node server (`extraText`: src/observability/process-metrics.ts), so that this
  * module stays free of Node-only code. docs/observability.md documents every metric.
  */
-import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "../http/env.js";
 import type { MaintenanceStats } from "../maintenance/cycle.js";
 import type { Registry } from "../registry/registry.js";
 import { KeySetMetrics, type KeySetSource } from "./key-set-metrics.js";
 import { MetricRegistry } from "./prometheus.js";
-import { CATALOG_CACHE_HEADER, problemCodeOf, routeLabel } from "./request-info.js";
+import type { RequestFacts } from "./request-info.js";
 
 /** A database pool's usage, e.g. pg.Pool's totalCount / idleCount / waitingCount. */
 export interface PoolUsage {
@@ -149,25 +147,18 @@ export class RegistryMetrics {
     }
   }
 
-  /** Records every request, including error responses produced by onError. */
-  middleware(): MiddlewareHandler<AppEnv> {
-    return async (c, next) => {
-      const started = performance.now();
-      await next();
-      const route = routeLabel(c);
-      const status = c.res.status;
-      this.requestDuration.observe({ method: c.req.method, route, status: String(status) }, (performance.now() - started) / 1000);
-      const code = problemCodeOf(c);
-      if (code !== undefined) this.problems.inc({ method: c.req.method, route, code });
-      if (route === RESOLVE_ROUTE && c.req.method === "PUT") {
-        const outcome = status < 300 ? c.res.headers.get("aip-route-outcome") : problemCodeOf(c);
-        this.resolutions.inc({ outcome: outcome ?? `http-${status}` });
-      }
-      const kind = CATALOG_ROUTES[route];
-      const cache = kind && c.res.headers.get(CATALOG_CACHE_HEADER);
-      if (kind && cache) this.catalogCache.inc({ kind, outcome: cache });
-    };
-  }
+  /** Records a finished request, error answers made by onError included (an observer: src/observability/request-trace.ts). */
+  readonly observe = (facts: RequestFacts): void => {
+    const { method, route, status, code } = facts;
+    this.requestDuration.observe({ method, route, status: String(status) }, facts.latencyMs / 1000);
+    if (code !== undefined) this.problems.inc({ method, route, code });
+    if (route === RESOLVE_ROUTE && method === "PUT") {
+      const outcome = status < 300 ? facts.routeOutcome : code;
+      this.resolutions.inc({ outcome: outcome ?? `http-${status}` });
+    }
+    const kind = CATALOG_ROUTES[route];
+    if (kind && facts.catalogCache) this.catalogCache.inc({ kind, outcome: facts.catalogCache });
+  };
 
   /** The exposition text; reads the fleet status once. */
   async scrape(registry: Registry): Promise<string> {

@@ -14,17 +14,24 @@ import type { MetricsOptions, PoolUsage } from "./metrics.js";
 let processRegistry: Registry | undefined;
 
 /**
- * `process_*` and `nodejs_*` (CPU, memory, heap, event-loop lag, GC, handles, file descriptors)
- * from prom-client's default collectors: the names every Node dashboard expects. One collector set
- * per process, shared by every server in it: they observe the process (a GC observer, an
- * event-loop delay histogram), not a server.
+ * prom-client names three gauges `_total`, a suffix Prometheus reserves for counters (`promtool
+ * check metrics` refuses them). They are renamed `_all` (docs/observability.md); each is also the
+ * sum over `type` of the gauge of the same name without the suffix.
  */
-function processMetricsText(): Promise<string> {
+const GAUGES_NAMED_TOTAL = /^(# (?:HELP|TYPE) )?nodejs_active_(handles|requests|resources)_total(?=[ {])/gm;
+
+/**
+ * `process_*` and `nodejs_*` (CPU, memory, heap, event-loop lag, GC, handles, file descriptors)
+ * from prom-client's default collectors: the names every Node dashboard expects, but for the three
+ * above. One collector set per process, shared by every server in it: they observe the process (a
+ * GC observer, an event-loop delay histogram), not a server.
+ */
+async function processMetricsText(): Promise<string> {
   if (!processRegistry) {
     processRegistry = new Registry();
     collectDefaultMetrics({ register: processRegistry });
   }
-  return processRegistry.metrics();
+  return (await processRegistry.metrics()).replace(GAUGES_NAMED_TOTAL, "$1nodejs_active_$2_all");
 }
 
 /** The labels of `aip_build_info`: what runs here, for dashboards that compare a fleet of servers. */

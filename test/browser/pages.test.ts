@@ -160,6 +160,57 @@ describe.skipIf(!gate.run)("/dashboard", () => {
     await page.close();
   });
 
+  it("shows what happened: rates, refusals by problem code, latency, the busiest tenants and one tenant's own view", async () => {
+    const tenantToken = await mintToken(TEST_SECRET, { subject: "gw", scopes: ["routes:write", "catalog:read"], tenantId: "tenant-a" });
+    const call = (method: string, path: string, body?: unknown) =>
+      fetch(`${server.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${tenantToken}`, ...(body ? { "content-type": "application/json" } : {}) },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+    for (let i = 0; i < 2; i++) expect((await call("PUT", `/v1/routes/act_ui_http_${i}`, { capability_id: "cap:ui.search" })).status).toBe(201);
+    expect((await call("PUT", "/v1/routes/act_ui_http_refused", { capability_id: "cap:ui.nowhere" })).status).toBe(404);
+    expect((await call("GET", "/v1/catalog/capabilities")).status).toBe(200);
+
+    const page = await context.newPage();
+    const cspViolations: string[] = [];
+    page.on("console", (message) => {
+      if (message.type() === "error" && /Content Security Policy/i.test(message.text())) cspViolations.push(message.text());
+    });
+    const token = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["fleet:read"] });
+    await page.goto(`${server.url}/dashboard?refresh=2#token=${token}`);
+    await expect.poll(() => page.isVisible("#activity")).toBe(true);
+    const text = async (selector: string) => (await page.textContent(selector))?.trim();
+    expect(await text("#activity-scope")).toMatch(/^this server's requests · all tenants · \d\d:\d\d–\d\d:\d\d$/);
+    expect(await text("#build")).toMatch(/^v\d+\.\d+\.\d+ · node · schema \d+$/);
+    await expect.poll(() => text("#db-schema")).toMatch(/^database schema \d+$/);
+    expect(Number(await text("#a-refusals"))).toBeGreaterThanOrEqual(1);
+    expect(await page.getAttribute("#t-refusals", "class")).toContain("warn");
+    expect(await text("#legend-refusals")).toContain("binding-unavailable");
+    expect(await page.$$eval("#chart-refusals rect", (rects) => rects.length)).toBeGreaterThan(0);
+    expect(await page.$$eval("#chart-rates polyline", (lines) => lines.length)).toBe(4);
+    expect(await text("#a-p99")).toMatch(/^\d+(\.\d)? (ms|s)$/);
+    const tenants = await page.$$eval("#tenants-body tr", (rows) =>
+      rows.map((row) => Array.from((row as unknown as { children: ArrayLike<{ textContent: string | null }> }).children, (cell) => cell.textContent)),
+    );
+    // tenant-a: two routes created and one refused here, and the refused dashboard calls of its gateway token above.
+    expect(tenants[0]?.[0]).toBe("tenant-a");
+    expect(tenants[0]?.[2]).toBe("3");
+    expect(Number(tenants[0]?.[4])).toBeGreaterThanOrEqual(1);
+    await expectScreenshot(page, "dashboard-activity");
+
+    // One tenant's own view: the same charts for its requests alone, and the way back.
+    await page.click("#tenants-body tr:first-child");
+    await expect.poll(() => text("#activity-scope")).toMatch(/ · tenant tenant-a · /);
+    expect(page.url()).toBe(`${server.url}/dashboard?refresh=2&tenant=tenant-a`);
+    expect(await page.isVisible("#tenants-card")).toBe(false);
+    expect(await text("#a-p99-label")).toBe("p99, all requests");
+    await page.click("#tenant-back");
+    await expect.poll(() => text("#activity-scope")).toMatch(/ · all tenants · /);
+    expect(cspViolations).toEqual([]);
+    await page.close();
+  });
+
   it("takes a token from the URL fragment and removes it from the address bar", async () => {
     const page = await context.newPage();
     const token = await mintToken(TEST_SECRET, { subject: "ops", scopes: ["fleet:read"] });

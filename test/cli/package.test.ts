@@ -48,7 +48,7 @@ afterAll(async () => {
 
 // Independent checks of one installed package: side by side.
 describe.concurrent("the package", () => {
-  it("ships dist/, the SQL, the docs and an example, and no tests, benchmarks or TypeScript sources", async () => {
+  it("ships dist/, the SQL, the docs, an example and the alert rules and dashboard, and no tests, benchmarks or TypeScript sources", async () => {
     const { files } = (JSON.parse(await npm(["pack", "--dry-run", "--json", "--ignore-scripts"], ROOT)) as { files: { path: string }[] }[])[0] as {
       files: { path: string }[];
     };
@@ -69,6 +69,8 @@ describe.concurrent("the package", () => {
       "README.md",
       "LICENSE",
       "examples/fleet.yaml",
+      "ops/prometheus/aip-registry.rules.yml",
+      "ops/grafana/aip-registry.json",
     ])
       expect(paths, expected).toContain(expected);
     // The licence: the file, and the SPDX identifier npm and scanners read.

@@ -69,8 +69,10 @@ afterAll(async () => {
 
 it("goes from npm start to a resolved route with the documented commands", async () => {
   expect(serverOutput).toContain(`aip-registry listening on http://127.0.0.1:${port} (embedded PGlite)`);
-  const token = (name: string) => new RegExp(`^\\s*${name}=(\\S+)`, "m").exec(serverOutput)?.[1] as string;
-  // The user pastes the printed token lines into the second terminal.
+  const token = (name: string) => new RegExp(`(?:^|\\s)${name}=(\\S+)`).exec(serverOutput)?.[1] as string;
+  // The user pastes the printed `export ADMIN_TOKEN=... TENANT_TOKEN=...` (the start-up line's `paste`) into the second terminal.
+  const tokens = serverOutput.split("\n").find((line) => line.includes('"paste"'));
+  expect(JSON.parse(tokens as string).paste).toMatch(/^export ADMIN_TOKEN=\S+ TENANT_TOKEN=\S+ # /);
   const env = cleanEnv({ ADMIN_TOKEN: token("ADMIN_TOKEN"), TENANT_TOKEN: token("TENANT_TOKEN"), DATA_DIR: dataDir, PORT: String(port) });
   const [apply, register, resolve] = QUICK_START.map((command) => command.replaceAll("127.0.0.1:8787", `127.0.0.1:${port}`));
 

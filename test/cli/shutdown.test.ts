@@ -134,7 +134,7 @@ it("SIGTERM to npm start: no new connections, the request in flight answered, ex
   // npm runs node itself: no shell or tsx process stands between them to swallow the signal.
   const parent = parentOf(s.pid);
   if (parent !== undefined) expect(parent).toBe(s.npm.pid);
-  const token = /^\s*TENANT_TOKEN=(\S+)/m.exec(s.output())?.[1] as string;
+  const token = /(?:^|\s)TENANT_TOKEN=(\S+)/.exec(s.output())?.[1] as string;
   const inFlight = await halfSentRequest(s.port, token);
   await new Promise((r) => setTimeout(r, 300));
 
@@ -172,7 +172,7 @@ it("Ctrl-C (SIGINT to the whole process group, so node hears it from the termina
 
 it("cuts a request still unfinished at SHUTDOWN_DRAIN_MS and stops anyway (SIGTERM to node itself)", async () => {
   const s = await npmStart({ SHUTDOWN_DRAIN_MS: "1000" });
-  const token = /^\s*TENANT_TOKEN=(\S+)/m.exec(s.output())?.[1] as string;
+  const token = /(?:^|\s)TENANT_TOKEN=(\S+)/.exec(s.output())?.[1] as string;
   const stuck = await halfSentRequest(s.port, token);
   await new Promise((r) => setTimeout(r, 300));
   const signalled = Date.now();

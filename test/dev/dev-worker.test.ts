@@ -2,7 +2,8 @@
  * `npm run dev` (scripts/dev-worker.ts): it refuses a taken port before starting anything, keeps
  * the Worker's secrets in a 0600 env file instead of wrangler's command line, gives its login
  * roles a random password sent only as a SCRAM verifier, and prints a host token that drives its
- * named replica. The last test runs the real thing: wrangler dev, the local proxy and PostgreSQL.
+ * named replica. The last tests run the real thing: wrangler dev, the local proxy and PostgreSQL,
+ * with the Worker bundled by wrangler itself exporting its spans to a local OTLP receiver.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -17,6 +18,7 @@ import { DEFAULT_DEV_PORT, devReplica, devVarsText, writeDevVars } from "../../s
 import { scramVerifier } from "../../dev/local-database.js";
 import { cleanEnv, freePort, runCli, ROOT } from "../cli/support.js";
 import { databaseUrl } from "../support/server.js";
+import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.js";
 
 let dir: string;
 beforeAll(async () => {
@@ -24,8 +26,8 @@ beforeAll(async () => {
 });
 afterAll(() => rm(dir, { recursive: true, force: true }));
 
-function runDev(env: Record<string, string>): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, ["--import", "tsx", "scripts/dev-worker.ts"], {
+function runDev(env: Record<string, string>, args: string[] = []): ChildProcess & { output: () => string } {
+  const child = spawn(process.execPath, ["--import", "tsx", "scripts/dev-worker.ts", ...args], {
     cwd: ROOT,
     env: cleanEnv(env),
     stdio: ["ignore", "pipe", "pipe"],
@@ -146,13 +148,20 @@ describe("the real thing: wrangler dev against PostgreSQL", () => {
   let url: string;
   let devVars: string;
   let dataDir: string;
+  let receiver: OtlpReceiver;
 
   beforeAll(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
     devVars = join(dir, "run.dev.vars");
     dataDir = join(dir, "data");
-    child = runDev({ DEV_PORT: String(port), DATABASE_URL: databaseUrl(server, database), DEV_VARS_FILE: devVars, DATA_DIR: dataDir });
+    receiver = await startOtlpReceiver();
+    child = runDev({ DEV_PORT: String(port), DATABASE_URL: databaseUrl(server, database), DEV_VARS_FILE: devVars, DATA_DIR: dataDir }, [
+      "--var",
+      `OTEL_EXPORTER_OTLP_ENDPOINT:${receiver.endpoint()}`,
+      "--var",
+      "OTEL_EXPORTER_OTLP_PROTOCOL:http/json",
+    ]);
     const deadline = Date.now() + 90_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`npm run dev exited with ${child.exitCode}:\n${child.output()}`);
@@ -175,6 +184,23 @@ describe("the real thing: wrangler dev against PostgreSQL", () => {
     await admin.connect();
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await admin.end();
+    await receiver?.close();
+  });
+
+  it("exports the caller's trace from the bundle wrangler builds (OpenTelemetry on workerd)", async () => {
+    const trace = randomBytes(16).toString("hex");
+    const parent = randomBytes(8).toString("hex");
+    expect((await fetch(`${url}/readyz`, { headers: { traceparent: `00-${trace}-${parent}-01` } })).status).toBe(200);
+    const deadline = Date.now() + 20_000;
+    let spans = receiver.spans().filter((s) => s.traceId === trace);
+    while (!spans.some((s) => s.kind === 3) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      spans = receiver.spans().filter((s) => s.traceId === trace);
+    }
+    expect(spans.find((s) => s.kind === 2)).toMatchObject({ name: "GET /readyz", parentSpanId: parent, attributes: { "http.response.status_code": 200 } });
+    expect(spans.find((s) => s.kind === 3)).toMatchObject({
+      attributes: { "db.system.name": "postgresql", "db.operation.name": expect.stringMatching(/^aip_/) },
+    });
   });
 
   it("keeps every secret off the command lines `ps` shows", async () => {

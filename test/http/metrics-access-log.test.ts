@@ -59,6 +59,8 @@ it("logs request ID, route template, status, latency, tenant and problem code, a
   const [resolve, settle, publish, bindings, badToken, notFound] = entries;
   expect(resolve).toEqual({
     request_id: "req-from-gateway-1",
+    trace_id: expect.stringMatching(/^[0-9a-f]{32}$/),
+    span_id: expect.stringMatching(/^[0-9a-f]{16}$/),
     method: "PUT",
     route: "/v1/routes/:action_id",
     status: 201,
@@ -76,6 +78,8 @@ it("logs request ID, route template, status, latency, tenant and problem code, a
     expect(entry.request_id).toMatch(/\S/);
     expect(entry.latency_ms).toBeGreaterThanOrEqual(0);
   }
+  // Each request without a traceparent starts a trace of its own.
+  expect(new Set(entries.map((e) => e.trace_id)).size).toBe(entries.length);
 
   const logged = entries.map((e) => JSON.stringify(e)).join("\n");
   for (const secret of [tenantToken, adminToken, "not-a-valid-token", secretRef, credentialRef, "very-secret", "act_log_secretive", "Bearer"]) {

@@ -25,7 +25,7 @@ it("deploys at the newest compatibility date of the installed wrangler's workerd
   expect(/^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)?.[1]).toBe(compatibilityDate);
 });
 
-it("keeps nodejs_compat off (on by default from 2026-08-04 dates): the Worker imports no Node module", () => {
+it("keeps nodejs_compat off (on by default from 2026-08-04 dates): the Worker imports no Node module but AsyncLocalStorage (nodejs_als)", () => {
   const toml = readFileSync(new URL("wrangler.toml", root), "utf8");
-  expect(toml).toMatch(/^compatibility_flags\s*=\s*\["no_nodejs_compat"\]/m);
+  expect(toml).toMatch(/^compatibility_flags\s*=\s*\["no_nodejs_compat", "nodejs_als"\]/m);
 });

@@ -16,5 +16,6 @@ declare module "vitest" {
     neonProxyUrl: string;
     workerDatabase: string;
     jwksOrigin: string;
+    otlpOrigin: string;
   }
 }
