@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { AlgorithmList, refineVerifierSettings } from "./http/auth-settings.js";
 import * as L from "./limits.js";
-import { LOG_LEVELS } from "./observability/log.js";
+import { LOG_LEVELS } from "./telemetry/log.js";
 
 const flag = (fallback: boolean) =>
   z
@@ -138,7 +138,7 @@ export const ConfigSchema = z.object({
   /**
    * The lowest level of log line written: `error`, `warn`, `info` (default: start-up, shutdown and
    * access lines) or `debug` (also every SQL statement of a request, with its duration). Every line
-   * is one JSON object (src/observability/log.ts).
+   * is one JSON object (src/telemetry/log.ts).
    */
   LOG_LEVEL: z
     .enum(LOG_LEVELS)

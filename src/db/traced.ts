@@ -5,7 +5,7 @@
  *   `SELECT aip_resolve_route(...) AS result /*traceparent='00-<trace>-<span>-01'*\/`, so a slow
  *   statement in pg_stat_activity, the server log (log_min_duration_statement) or auto_explain
  *   names its trace. Still one statement, the same one; its parameters are unchanged. The comment
- *   is built from validated hex only (src/observability/trace-context.ts), so nothing a caller
+ *   is built from validated hex only (src/telemetry/trace-context.ts), so nothing a caller
  *   sends reaches the SQL text. pg_stat_statements ignores comments: its entries do not split.
  * - When spans are recorded (src/observability/otel.ts), the statement is a child span of the
  *   request's, named by the SQL function it calls (`db.operation.name`), and the comment carries
@@ -14,9 +14,9 @@
  * Statements outside a request (start-up checks, maintenance cycles) are sent as they are.
  * With LOG_LEVEL=debug each statement is logged with its operation and duration.
  */
-import { formatTraceparent } from "../observability/trace-context.js";
-import { log } from "../observability/log.js";
-import { currentSpan } from "../observability/request-context.js";
+import { formatTraceparent } from "../telemetry/trace-context.js";
+import { log } from "../telemetry/log.js";
+import { currentSpan } from "../telemetry/request-context.js";
 import type { SqlExecutor } from "./executor.js";
 
 /** A registry call `aip_<name>(`, schema-qualified or not: the first one in the statement. */

@@ -14,7 +14,7 @@
  * finish while lease maintenance stops, then the pools close, the data directory is released and
  * the last spans are exported.
  *
- * Every line it writes is one JSON object (src/observability/log.ts), start-up lines included.
+ * Every line it writes is one JSON object (src/telemetry/log.ts), start-up lines included.
  * With the standard OTEL_* variables set (src/observability/otel-env.ts) it records and exports
  * spans; without them no OpenTelemetry code is even loaded.
  */
@@ -52,7 +52,7 @@ import { RetentionSchedule, retentionSettings, type RetentionSettings } from "..
 import { jsonLines } from "../observability/access-log.js";
 import { MemoryActivity } from "../observability/activity.js";
 import { FUNCTION_SET, FUNCTIONS_CHECKSUM, RELEASE, SCHEMA_VERSION } from "../db/schema-version.js";
-import { log as processLog, Logger } from "../observability/log.js";
+import { log as processLog, Logger } from "../telemetry/log.js";
 import { nodeMetrics } from "../observability/node-metrics.js";
 import { otelSettings, OtelSettingsError, type OtelSettings } from "../observability/otel-env.js";
 import type { ExportingTracer } from "../observability/otel.js";

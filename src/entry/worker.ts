@@ -28,7 +28,7 @@
  *   the dashboard's rates and latency (src/observability/activity-store.ts), exported below.
  * - AIP_ANALYTICS (Analytics Engine dataset, optional): one data point per request, the Worker's
  *   counterpart of the Node server's /metrics (src/observability/analytics-engine.ts).
- * - LOG_LEVEL: `error`, `warn`, `info` (default) or `debug` (src/observability/log.ts).
+ * - LOG_LEVEL: `error`, `warn`, `info` (default) or `debug` (src/telemetry/log.ts).
  * - The standard OpenTelemetry variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
  *   OTEL_EXPORTER_OTLP_HEADERS as a secret, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...:
  *   src/observability/otel-env.ts): the same spans as the Node server, exported over OTLP/HTTP
@@ -60,7 +60,7 @@ import type { ActivityRecorder, BuildInfo } from "../observability/activity-rout
 import { ActivityHistoryObject, EdgeActivity, type HistoryNamespace, type HistoryState } from "../observability/activity-store.js";
 import { writeDataPoint, type AnalyticsDataset } from "../observability/analytics-engine.js";
 import { FUNCTIONS_CHECKSUM, SCHEMA_VERSION } from "../db/schema-version.js";
-import { log } from "../observability/log.js";
+import { log } from "../telemetry/log.js";
 import { createOtelTracer, type ExportingTracer } from "../observability/otel.js";
 import { otelSettings } from "../observability/otel-env.js";
 import { version } from "../../package.json";

@@ -1,5 +1,5 @@
 /** Hono environment shared by the app and its route files. */
-import type { RequestSpan } from "../observability/tracing.js";
+import type { RequestSpan } from "../telemetry/tracing.js";
 import type { Principal } from "./auth.js";
 
 interface AppVariables {

@@ -28,7 +28,7 @@ import { AUTH_JWKS_BACKOFF_MAX_MS, AUTH_JWKS_BACKOFF_MIN_MS } from "../limits.js
 import { RegistryError } from "../registry/errors.js";
 import { FETCH_OUTCOMES, fetchKeySet, type FetchOutcome } from "./jwks-fetch.js";
 import { duplicateMemberName } from "./unique-members.js";
-import { log } from "../observability/log.js";
+import { log } from "../telemetry/log.js";
 
 export interface KeySetOptions {
   url: string;

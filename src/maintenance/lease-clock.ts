@@ -20,7 +20,7 @@
  */
 import type { LeaseNotice } from "./lease-events.js";
 import { backoff, DEFAULT_MIN_INTERVAL_MS, planNextCycle, type MaintenanceCycle } from "./cycle.js";
-import { log } from "../observability/log.js";
+import { log } from "../telemetry/log.js";
 
 /** The one instance's name: every isolate of a deployment talks to the same clock. */
 export const LEASE_CLOCK_NAME = "lease-clock";

@@ -5,7 +5,7 @@
  * response (waitUntil), so a host never waits for it.
  */
 import type { Context } from "hono";
-import { log } from "../observability/log.js";
+import { log } from "../telemetry/log.js";
 
 export type LeaseNotice =
   /** A lifecycle answer that holds a live lease (register, heartbeat, drain). */

@@ -19,7 +19,7 @@
  * (docs/deploy.md).
  */
 import type { RunningServer } from "../entry/node.js";
-import { log } from "../observability/log.js";
+import { log } from "../telemetry/log.js";
 
 const REPEAT_WINDOW_MS = 1000;
 /** How often a process npm started checks that its parent is still there (a getppid call). */

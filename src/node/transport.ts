@@ -34,8 +34,8 @@ import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import { PROBLEM_CONTENT_TYPE, problemDocument } from "../http/problem.js";
 import type { AccessLogSink } from "../observability/access-log.js";
-import { log } from "../observability/log.js";
-import { parseTraceparent, randomSpanId, randomTraceId } from "../observability/trace-context.js";
+import { log } from "../telemetry/log.js";
+import { parseTraceparent, randomSpanId, randomTraceId } from "../telemetry/trace-context.js";
 import { RegistryError } from "../registry/errors.js";
 
 /** The problem for an error Node's HTTP server reports, or null when the client is gone. */

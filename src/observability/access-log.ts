@@ -2,10 +2,10 @@
  * Structured access logs: one JSON object per request. The entry is built from a fixed set of
  * fields, so nothing from headers, the query string or the body can reach the log: no bearer
  * tokens, no secret_provider_ref or credential_revision_ref, no identifiers in the route (it is
- * the template, not the path). The request's trace and span ids (src/observability/tracing.ts)
+ * the template, not the path). The request's trace and span ids (src/telemetry/tracing.ts)
  * are hex generated or validated here, never the caller's text.
  */
-import { formatLine, type LogLevel } from "./log.js";
+import { formatLine, type LogLevel } from "../telemetry/log.js";
 import type { RequestObserver } from "./request-trace.js";
 
 export interface AccessLogEntry {
@@ -30,7 +30,7 @@ export type AccessLogSink = (entry: AccessLogEntry) => void;
 
 /**
  * A sink writing one JSON line per entry (stdout by default) in the format of every log line
- * (src/observability/log.ts): `error` for 5xx answers, else `info`; lines below `level`
+ * (src/telemetry/log.ts): `error` for 5xx answers, else `info`; lines below `level`
  * (LOG_LEVEL) are not written.
  */
 export function jsonLines(write: (line: string) => void = (line) => console.log(line), level: LogLevel = "info"): AccessLogSink {

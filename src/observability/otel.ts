@@ -36,11 +36,11 @@ import {
   type Sampler,
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace";
-import { log } from "./log.js";
+import { log } from "../telemetry/log.js";
 import type { OtelSettings } from "./otel-env.js";
-import { parseTraceparent, parseTracestate } from "./trace-context.js";
+import { parseTraceparent, parseTracestate } from "../telemetry/trace-context.js";
 import type { RequestFacts } from "./request-info.js";
-import type { RequestSpan, StatementSpan, TracedRequest, Tracer } from "./tracing.js";
+import type { RequestSpan, StatementSpan, TracedRequest, Tracer } from "../telemetry/tracing.js";
 
 /** A tracer that exports, and the means to flush and stop it. */
 export interface ExportingTracer extends Tracer {

@@ -7,6 +7,9 @@
 import type { Context } from "hono";
 import { matchedRoutes } from "hono/route";
 import type { AppEnv } from "../http/env.js";
+import type { RequestFacts } from "../telemetry/request-facts.js";
+
+export type { RequestFacts };
 
 /** The response header of a catalog answer (src/routes/catalog.ts): `hit`, `revalidated` or `miss`. */
 export const CATALOG_CACHE_HEADER = "aip-catalog-cache";
@@ -24,25 +27,6 @@ export function recordProblemCode(c: Context, code: string): void {
 function routeLabel(c: Context): string {
   const last = matchedRoutes(c).at(-1);
   return last && last.method !== "ALL" ? last.path : "unmatched";
-}
-
-/** What a finished request was: read once, for every observer (src/observability/request-trace.ts). */
-export interface RequestFacts {
-  method: string;
-  /** The route template (`/v1/routes/:action_id`), or `unmatched`. */
-  route: string;
-  status: number;
-  latencyMs: number;
-  /** The request id of the answer (X-Request-Id). */
-  requestId: string;
-  /** The problem code of an error answer. */
-  code: string | undefined;
-  /** The verified tenant of the caller; unset when authentication failed or the route needs none. */
-  tenantId: string | undefined;
-  /** Catalog answers: `hit`, `revalidated` or `miss` (the AIP-Catalog-Cache header). */
-  catalogCache: string | undefined;
-  /** Route resolutions: `created`, `existing` or `reacquired` (the AIP-Route-Outcome header). */
-  routeOutcome: string | undefined;
 }
 
 export function requestFacts(c: Context<AppEnv>, startedAt: number): RequestFacts {

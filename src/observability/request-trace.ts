@@ -2,7 +2,7 @@
  * The app's first middleware: the request's trace, and what the request turned out to be.
  *
  * Before: reads `traceparent` (or starts a trace), opens the request's span with the tracer, and
- * runs everything after it inside that span (src/observability/request-context.ts), so that SQL
+ * runs everything after it inside that span (src/telemetry/request-context.ts), so that SQL
  * statements and log lines name it.
  *
  * After: the request's facts (route template, status, latency, problem code, tenant, how a
@@ -13,9 +13,9 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../http/env.js";
-import { runInRequest } from "./request-context.js";
+import { runInRequest } from "../telemetry/request-context.js";
 import { requestFacts, type RequestFacts } from "./request-info.js";
-import type { RequestSpan, Tracer } from "./tracing.js";
+import type { RequestSpan, Tracer } from "../telemetry/tracing.js";
 
 /** Told of every finished request (after onError made its problem answer). Must not throw. */
 export type RequestObserver = (facts: RequestFacts, span: RequestSpan, c: Context<AppEnv>) => void;

@@ -10,6 +10,7 @@
  *   CLIENT span per statement named by its SQL function; the sampler and service name are
  *   honoured; with no OTEL_* variables nothing is exported and no OpenTelemetry module is loaded.
  */
+import { FUNCTION_SET } from "../../src/db/schema-version.js";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -22,7 +23,7 @@ import { createApp, type AccessLogEntry } from "../../src/app.js";
 import { startServer, type RunningServer } from "../../src/entry/node.js";
 import { createAuthenticator } from "../../src/http/auth.js";
 import { mintToken } from "../../src/http/tokens.js";
-import { log } from "../../src/observability/log.js";
+import { log } from "../../src/telemetry/log.js";
 import { publishSimpleFleet } from "../../fixtures/records.js";
 import { useTestDatabase } from "../support/database.js";
 import { TEST_SECRET } from "../support/http.js";
@@ -77,7 +78,7 @@ describe("trace context without OpenTelemetry", () => {
         query = rows[0]?.query;
         if (!query) await new Promise((r) => setTimeout(r, 20));
       }
-      expect(query).toMatch(new RegExp(`^SELECT aip_resolve_route\\(.*\\) AS result /\\*traceparent='00-${TRACE}-[0-9a-f]{16}-01'\\*/$`));
+      expect(query).toMatch(new RegExp(`^SELECT ${FUNCTION_SET}\\.aip_resolve_route\\(.*\\) AS result /\\*traceparent='00-${TRACE}-[0-9a-f]{16}-01'\\*/$`));
       await holder.query("ROLLBACK");
       expect((await answer).status).toBe(201);
       const entry = entries.at(-1) as AccessLogEntry;

@@ -11,7 +11,11 @@ import { expect, it } from "vitest";
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
 /** The shared rules: leaves every layer may read (src/limits.ts, src/vocabulary.ts, ...). */
-const SHARED = ["limits.ts", "vocabulary.ts", "record-kinds.ts", "schemas.ts", "canonical-json.ts"];
+/**
+ * What every part may use: the shared rules, and the request's trace and the log (src/telemetry/:
+ * every layer logs, and every statement names its request's trace).
+ */
+const SHARED = ["limits.ts", "vocabulary.ts", "record-kinds.ts", "schemas.ts", "canonical-json.ts", "telemetry"];
 
 /**
  * What each part of src/ may import besides itself and the shared rules. Top to bottom, the
@@ -48,6 +52,9 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   "record-kinds.ts": [],
   "schemas.ts": [],
   "canonical-json.ts": [],
+  telemetry: [],
+  // Ambient declarations (the Worker's AsyncLocalStorage).
+  types: [],
 };
 
 const partOf = (path: string) => path.split("/")[1] as string;

@@ -1,12 +1,12 @@
 /**
- * One log format (src/observability/log.ts): every line a JSON object with time, level and msg,
+ * One log format (src/telemetry/log.ts): every line a JSON object with time, level and msg,
  * the request's trace ids when written for a request, and LOG_LEVEL deciding what is written.
  */
 import { expect, it } from "vitest";
 import { jsonLines } from "../../src/observability/access-log.js";
-import { Logger, type LogLevel } from "../../src/observability/log.js";
-import { runInRequest } from "../../src/observability/request-context.js";
-import { untraced } from "../../src/observability/tracing.js";
+import { Logger, type LogLevel } from "../../src/telemetry/log.js";
+import { runInRequest } from "../../src/telemetry/request-context.js";
+import { untraced } from "../../src/telemetry/tracing.js";
 
 const capture = (level: LogLevel) => {
   const lines: { line: string; level: LogLevel }[] = [];

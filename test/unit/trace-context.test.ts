@@ -1,11 +1,11 @@
 /**
- * W3C Trace Context as the registry reads and writes it (src/observability/trace-context.ts): a
+ * W3C Trace Context as the registry reads and writes it (src/telemetry/trace-context.ts): a
  * valid `traceparent` is continued, anything else starts a trace; what is written is lowercase hex
  * only, so nothing a caller sends can reach the SQL comment or the logs.
  */
 import { expect, it } from "vitest";
-import { formatTraceparent, parseTraceparent, parseTracestate, randomSpanId, randomTraceId } from "../../src/observability/trace-context.js";
-import { untraced } from "../../src/observability/tracing.js";
+import { formatTraceparent, parseTraceparent, parseTracestate, randomSpanId, randomTraceId } from "../../src/telemetry/trace-context.js";
+import { untraced } from "../../src/telemetry/tracing.js";
 
 const VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 

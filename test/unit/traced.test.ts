@@ -5,8 +5,8 @@
  */
 import { expect, it } from "vitest";
 import { operationOf, traced } from "../../src/db/traced.js";
-import { runInRequest } from "../../src/observability/request-context.js";
-import { untraced } from "../../src/observability/tracing.js";
+import { runInRequest } from "../../src/telemetry/request-context.js";
+import { untraced } from "../../src/telemetry/tracing.js";
 import { primaryStatement, replicaStatement } from "../../src/registry/catalog-replica.js";
 
 it("names a statement by the SQL function it calls, schema-qualified or not", () => {

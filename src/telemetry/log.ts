@@ -2,7 +2,7 @@
  * One log format for every line the server writes, start-up and shutdown included: a JSON object
  * per line with `time` (ISO 8601, UTC), `level` (`error`, `warn`, `info`, `debug`) and `msg`,
  * then `trace_id` and `span_id` when the line is written for a request
- * (src/observability/request-context.ts), then the line's own fields. `error` and `warn` go to
+ * (src/telemetry/request-context.ts), then the line's own fields. `error` and `warn` go to
  * stderr, `info` and `debug` to stdout. LOG_LEVEL sets the lowest level written (default `info`);
  * the access log (src/observability/access-log.ts) writes at `info`, `error` for 5xx answers.
  */

@@ -10,7 +10,7 @@
  * Without it `untraced` stands in: no span objects, no attributes, no clock reads; a statement is
  * named by its request's span.
  */
-import type { RequestFacts } from "./request-info.js";
+import type { RequestFacts } from "./request-facts.js";
 import { parseTraceparent, randomSpanId, randomTraceId } from "./trace-context.js";
 
 /** The parts of the HTTP request a tracer reads (Hono's HonoRequest has them). */

@@ -3,7 +3,7 @@
  * request's span (its trace id and span id), set by the app's first middleware
  * (src/observability/request-trace.ts) around everything the request does. What reads it:
  * - every SQL statement (src/db/traced.ts): its comment names the trace, its span is a child;
- * - every log line (src/observability/log.ts): `trace_id` and `span_id`.
+ * - every log line (src/telemetry/log.ts): `trace_id` and `span_id`.
  *
  * Node has AsyncLocalStorage built in; the Worker gets it from the `nodejs_als` compatibility flag
  * (wrangler.toml), the one Node API it uses (scripts/bundle-size.ts allows only that import).
