@@ -364,7 +364,7 @@ export async function startServer(
     const verdict = await askSchema(database.registry, target);
     if (!verdict.ok) throw new StartupError(`refusing to serve ${target}: ${verdict.reason}`);
     // Works, but outside development it gives up every boundary the runtime roles draw: say so loudly.
-    if (verdict.role_warning && config.DATABASE_URL) console.error(JSON.stringify({ level: "warn", msg: verdict.role_warning }));
+    if (verdict.role_warning && config.DATABASE_URL) processLog.warn(verdict.role_warning);
     await statePolicy(database.registry, retentionSettings(config), target);
   } catch (error) {
     await database?.close().catch(() => {});
