@@ -28,14 +28,20 @@
 
 -- The time an `act_` + UUIDv7 action ID was minted (its 48-bit millisecond prefix); NULL for any
 -- other ID. Only version 7 with the RFC 9562 variant: the bits of another UUID are not a time.
+-- One expression, so the planner inlines it into resolve.
 CREATE FUNCTION aip_action_minted_at(p_action_id text) RETURNS timestamptz
-LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-  IF p_action_id !~ '^act_[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$' THEN
-    RETURN NULL;
-  END IF;
-  RETURN to_timestamp(('x' || lpad(substr(p_action_id, 5, 12), 16, '0'))::bit(64)::bigint / 1000.0);
-END
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN p_action_id ~ '^act_[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$'
+              THEN to_timestamp(('x' || lpad(substr(p_action_id, 5, 12), 16, '0'))::bit(64)::bigint / 1000.0) END
+$$;
+
+-- Whether route retention may have removed a route of this action: an `act_` + UUIDv7 ID minted
+-- more than a day less twice the allowance ago (22 hours). removed_before is at least a day old
+-- (the shortest window), so a younger action cannot be refused. Inlined: resolve asks this of
+-- every new action without a statement, and reads the watermark only when it is true.
+CREATE FUNCTION aip_action_may_be_expired(p_action_id text) RETURNS boolean
+LANGUAGE sql VOLATILE AS $$
+  SELECT aip_action_minted_at(p_action_id) <= aip_now() - interval '1 day' + 2 * aip_action_clock_allowance_ms() * interval '1 millisecond'
 $$;
 
 -- Raised by resolve before it routes a new action (aip_resolve_route) and by a reacquisition that
@@ -49,21 +55,15 @@ BEGIN
 END
 $$;
 
--- Called by resolve for an action that has no route. Cheap on the hot path: a regular expression
--- on the ID, and only for an action minted more than a day less twice the allowance ago (22
--- hours) a read of the watermark: removed_before is at least a day old (the shortest window), so
--- a younger action cannot be refused.
+-- Called by resolve for an action that has no route and may be expired (aip_action_may_be_expired):
+-- refused (route-expired) when it was minted before the watermark, less the allowance.
 CREATE FUNCTION aip_check_action_retained(p_action_id text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_minted timestamptz := aip_action_minted_at(p_action_id);
   v_removed timestamptz;
 BEGIN
-  IF v_minted IS NULL OR v_minted > aip_now() - interval '1 day' + 2 * aip_action_clock_allowance_ms() * interval '1 millisecond' THEN
-    RETURN;
-  END IF;
   SELECT x.removed_before INTO v_removed FROM aip_route_retention x WHERE x.singleton;
-  IF v_minted < v_removed + aip_action_clock_allowance_ms() * interval '1 millisecond' THEN
+  IF aip_action_minted_at(p_action_id) < v_removed + aip_action_clock_allowance_ms() * interval '1 millisecond' THEN
     PERFORM aip_refuse_removed_action(p_action_id, v_removed);
   END IF;
 END
