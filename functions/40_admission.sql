@@ -155,6 +155,28 @@ BEGIN
 END
 $$;
 
+-- The first of route a's scopes (in rank order) whose counter stood at its limit or above when
+-- read (p_*_active: the counters' active counts, NULL for a counter that does not exist yet or was
+-- not read), or NULL. For a new route, whose take statement reads its counters as it chooses the
+-- replica (aip_resolve_route): the pre-check of aip_refuse_full_scopes without a statement of its
+-- own. One expression, inlined.
+CREATE FUNCTION aip_full_scope(a aip_route_assignments, p_type_id text, p_binding_key text, p_global_active integer,
+                               p_tenant_active integer, p_type_active integer, p_instance_active integer, p_binding_active integer)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT CASE
+    WHEN p_global_active >= a.admission_max_global_in_flight
+      THEN jsonb_build_object('kind', 'global', 'key', 'fleet', 'limit', a.admission_max_global_in_flight)
+    WHEN p_tenant_active >= a.admission_max_tenant_in_flight
+      THEN jsonb_build_object('kind', 'tenant', 'key', a.tenant_id, 'limit', a.admission_max_tenant_in_flight)
+    WHEN p_type_active >= a.admission_max_connector_type_in_flight
+      THEN jsonb_build_object('kind', 'connector_type', 'key', p_type_id, 'limit', a.admission_max_connector_type_in_flight)
+    WHEN p_instance_active >= a.admission_max_instance_in_flight
+      THEN jsonb_build_object('kind', 'instance', 'key', a.instance_id, 'limit', a.admission_max_instance_in_flight)
+    WHEN p_binding_active >= a.admission_max_binding_in_flight
+      THEN jsonb_build_object('kind', 'binding', 'key', p_binding_key, 'limit', a.admission_max_binding_in_flight)
+  END
+$$;
+
 -- Move one slot of one counter: p_delta = 1 reserves one (a counter at p_limit has none left),
 -- -1 releases one (a counter at zero has none to give). Returns whether it moved. Reserving under
 -- the row lock with `active < limit`, re-checked on the latest version, never over-admits. (A

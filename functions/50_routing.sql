@@ -159,7 +159,6 @@ DECLARE
   v_first_instance text;
   v_best text;
   v_best_instance text;
-  v_checked_instance text;
   a aip_route_assignments;
   r aip_connector_replicas;
   e aip_catalog_entries;
@@ -226,97 +225,102 @@ BEGIN
     <<decide>>
     FOR v_attempt IN 1 .. c_max_attempts LOOP
       BEGIN
-        IF v_best IS NULL THEN
-          -- The catalog lock, without waiting: if a publication holds it or waits for it, step
-          -- back and wait for it freely.
-          IF NOT aip_catalog_try_lock_shared() THEN
-            RAISE SQLSTATE 'ARPUB';
-          END IF;
-          v_now := aip_now();
-          -- The replica's slot is taken in the statement that locks its row: the update is then
-          -- that lock's own, where one by the parent transaction would have to share the row with
-          -- it (a multixact, on every route).
-          UPDATE aip_connector_replicas x SET active_assignments = x.active_assignments + 1
-          FROM (SELECT c.chain, c.replica_id
-                FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-                JOIN aip_connector_replicas rl ON rl.replica_id = c.replica_id
-                WHERE aip_replica_routable(rl, v_now)
-                ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
-                LIMIT 1
-                FOR UPDATE OF rl SKIP LOCKED) k
-          JOIN aip_connector_versions v ON v.version_id = (k.chain).version_id
-          CROSS JOIN aip_catalog_revision cr
-          LEFT JOIN aip_admission_policies ap ON ap.policy_ref = (k.chain).quota_policy_ref
-          WHERE x.replica_id = k.replica_id AND cr.singleton
-          RETURNING x AS replica, k.chain, v.manifest_digest, cr.revision, ap AS policy
-          INTO v_taken;
-          IF NOT FOUND THEN
-            -- No eligible replica is free: the best one, busy or not.
-            SELECT c.replica_id, c.instance_id, c.chain INTO v_busy
-            FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-            ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
-            LIMIT 1;
-            v_best := v_busy.replica_id;
-            v_best_instance := v_busy.instance_id;
-            e := v_busy.chain;
-            IF v_best IS NULL THEN
-              -- Nothing eligible at all: say why, at this revision. No qualified binding at all, or
-              -- none of its replicas can take the action. (A candidate implies a qualified
-              -- binding, so a successful resolve never asks.)
-              SELECT b.instance_id INTO v_first_instance
-              FROM aip_route_bindings(p_tenant_id, p_capability_id) b
-              ORDER BY b.priority, b.instance_id
-              LIMIT 1;
-              IF NOT FOUND THEN
-                PERFORM aip_fail('binding-unavailable',
-                  format('no enabled connector binding for tenant `%s` and capability `%s`', p_tenant_id, p_capability_id),
-                  jsonb_build_object('tenant_id', p_tenant_id, 'capability_id', p_capability_id));
-              END IF;
-              PERFORM aip_fail('replica-unavailable', format('no ready connector replica for instance `%s`', v_first_instance),
-                               jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', aip_retry_after_later_ms()));
-            END IF;
-            -- A refusal that does not depend on which replica is given comes first: a tenant at
-            -- its limit is answered 429 at once instead of waiting in line on its own busy replicas.
-            IF v_best_instance IS DISTINCT FROM v_checked_instance THEN
-              p := aip_route_policy(e, (SELECT x FROM aip_admission_policies x WHERE x.policy_ref = e.quota_policy_ref));
-              PERFORM aip_refuse_full_scopes(aip_new_route(p_action_id, e, NULL, p, NULL, v_now), e.type_id, e.binding_key);
-              v_checked_instance := v_best_instance;
-            END IF;
-            SELECT x.revision INTO v_seen FROM aip_catalog_revision x WHERE x.singleton;
-            RAISE SQLSTATE 'ARSKP'; -- give the catalog lock back, then wait for v_best
-          END IF;
-        ELSE
+        IF v_best IS NOT NULL THEN
+          -- Every eligible replica was busy: wait for the best one alone, holding no catalog lock.
           v_waiting := 'replica';
           PERFORM 1 FROM aip_connector_replicas rl WHERE rl.replica_id = v_best FOR UPDATE;
           v_waiting := NULL;
-          IF NOT aip_catalog_try_lock_shared() THEN
-            RAISE SQLSTATE 'ARPUB';
-          END IF;
-          v_now := aip_now();
-          UPDATE aip_connector_replicas x SET active_assignments = x.active_assignments + 1
-          FROM (SELECT c.chain, c.replica_id
-                FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-                WHERE c.replica_id = v_best) k
-          JOIN aip_connector_versions v ON v.version_id = (k.chain).version_id
-          CROSS JOIN aip_catalog_revision cr
-          LEFT JOIN aip_admission_policies ap ON ap.policy_ref = (k.chain).quota_policy_ref
-          WHERE x.replica_id = k.replica_id AND cr.singleton
-          RETURNING x AS replica, k.chain, v.manifest_digest, cr.revision, ap AS policy
-          INTO v_taken;
-          IF NOT FOUND OR v_taken.revision <> v_seen THEN
-            -- It filled up (or left the candidates) meanwhile, or a publication committed since
-            -- the choice: choose again, with a fresh snapshot.
-            v_best := NULL;
-            RAISE SQLSTATE 'ARSKP';
-          END IF;
         END IF;
-        -- What the route pins, and a scope already at its limit refuses before more is written.
+        -- The catalog lock, without waiting: if a publication holds it or waits for it, step
+        -- back (a row waited for goes with the subtransaction) and wait for it freely.
+        IF NOT aip_catalog_try_lock_shared() THEN
+          RAISE SQLSTATE 'ARPUB';
+        END IF;
+        v_now := aip_now();
+        -- Choose, lock and take: the best eligible replica nobody else holds (after a wait, the
+        -- one waited for, which is ours: SKIP LOCKED skips only other transactions' rows), its
+        -- slot taken in the statement that locks its row (the update is then that lock's own,
+        -- where one by the parent transaction would have to share the row with it: a multixact
+        -- on every route), with everything the route pins and the chain's admission counters.
+        UPDATE aip_connector_replicas x SET active_assignments = x.active_assignments + 1
+        FROM (SELECT c.chain, c.replica_id
+              FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
+              JOIN aip_connector_replicas rl ON rl.replica_id = c.replica_id
+              WHERE aip_replica_routable(rl, v_now) AND (v_best IS NULL OR c.replica_id = v_best)
+              ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
+              LIMIT 1
+              FOR UPDATE OF rl SKIP LOCKED) k
+        JOIN aip_connector_versions v ON v.version_id = (k.chain).version_id
+        CROSS JOIN aip_catalog_revision cr
+        LEFT JOIN aip_admission_policies ap ON ap.policy_ref = (k.chain).quota_policy_ref
+        WHERE x.replica_id = k.replica_id AND cr.singleton
+        RETURNING x AS replica, k.chain, v.manifest_digest, cr.revision, ap AS policy,
+          -- The counters, read as the pre-check below reads them; the global and connector-type
+          -- ones only when the chain's policy has them on.
+          CASE WHEN (k.chain).quota_policy_ref IS NOT NULL AND ap.max_global_in_flight IS NOT NULL THEN
+            (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'global' AND c.scope_key = 'fleet') END AS global_active,
+          (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'tenant' AND c.scope_key = (k.chain).tenant_id) AS tenant_active,
+          CASE WHEN (k.chain).quota_policy_ref IS NOT NULL AND ap.max_connector_type_in_flight IS NOT NULL THEN
+            (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'connector_type' AND c.scope_key = (k.chain).type_id) END AS type_active,
+          (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'instance' AND c.scope_key = (k.chain).instance_id) AS instance_active,
+          (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'binding' AND c.scope_key = (k.chain).binding_key) AS binding_active
+        INTO v_taken;
+        IF NOT FOUND AND v_best IS NOT NULL THEN
+          -- The replica waited for filled up or left the candidates meanwhile: choose again.
+          v_best := NULL;
+          RAISE SQLSTATE 'ARSKP';
+        ELSIF NOT FOUND THEN
+          -- No eligible replica is free: the best one, busy or not.
+          SELECT c.replica_id, c.instance_id, c.chain INTO v_busy
+          FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
+          ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
+          LIMIT 1;
+          IF v_busy.replica_id IS NULL THEN
+            -- Nothing eligible at all: say why, at this revision. No qualified binding at all, or
+            -- none of its replicas can take the action. (A candidate implies a qualified
+            -- binding, so a successful resolve never asks.)
+            SELECT b.instance_id INTO v_first_instance
+            FROM aip_route_bindings(p_tenant_id, p_capability_id) b
+            ORDER BY b.priority, b.instance_id
+            LIMIT 1;
+            IF NOT FOUND THEN
+              PERFORM aip_fail('binding-unavailable',
+                format('no enabled connector binding for tenant `%s` and capability `%s`', p_tenant_id, p_capability_id),
+                jsonb_build_object('tenant_id', p_tenant_id, 'capability_id', p_capability_id));
+            END IF;
+            PERFORM aip_fail('replica-unavailable', format('no ready connector replica for instance `%s`', v_first_instance),
+                             jsonb_build_object('instance_id', v_first_instance, 'retry_after_ms', aip_retry_after_later_ms()));
+          END IF;
+          -- A refusal that does not depend on which replica is given comes first: a tenant at its
+          -- limit is answered 429 at once instead of waiting in line on its own busy replicas.
+          e := v_busy.chain;
+          IF v_busy.instance_id IS DISTINCT FROM v_best_instance THEN
+            p := aip_route_policy(e, (SELECT x FROM aip_admission_policies x WHERE x.policy_ref = e.quota_policy_ref));
+            v_checked := aip_refuse_full_scopes(aip_new_route(p_action_id, e, NULL, p, NULL, v_now), e.type_id, e.binding_key);
+          END IF;
+          v_best := v_busy.replica_id;
+          v_best_instance := v_busy.instance_id;
+          SELECT x.revision INTO v_seen FROM aip_catalog_revision x WHERE x.singleton;
+          RAISE SQLSTATE 'ARSKP'; -- give the catalog lock back, then wait for v_best
+        ELSIF v_best IS NOT NULL AND v_taken.revision <> v_seen THEN
+          -- A publication committed since the choice: choose again.
+          v_best := NULL;
+          RAISE SQLSTATE 'ARSKP';
+        END IF;
+        -- What the route pins. A scope already at its limit in the latest committed state (as the
+        -- statement above read it) refuses before the route is written, without queueing on its
+        -- busy counter row: a tenant at its limit is exactly when that row is busiest, and each
+        -- refused request would otherwise wait out every admitted one's commit.
         r := v_taken.replica;
         e := v_taken.chain;
         v_manifest_digest := v_taken.manifest_digest;
         p := aip_route_policy(e, v_taken.policy);
         a := aip_new_route(p_action_id, e, r, p, v_taken.revision, v_now);
-        v_checked := aip_refuse_full_scopes(a, e.type_id, e.binding_key);
+        v_full := aip_full_scope(a, e.type_id, e.binding_key, v_taken.global_active, v_taken.tenant_active, v_taken.type_active,
+                                 v_taken.instance_active, v_taken.binding_active);
+        IF v_full IS NOT NULL THEN
+          PERFORM aip_fail_capacity(v_full);
+        END IF;
         EXIT decide;
       EXCEPTION
         WHEN SQLSTATE 'ARSKP' THEN

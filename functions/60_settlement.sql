@@ -18,9 +18,10 @@
 -- replica's releasers (offline, lease expiry) take the same replica lock first and then wait for
 -- its routes, never skip them, so no interleaving of a settlement with them can leave a route
 -- reserved on an offline replica. The replica is locked by its own update (the slot given back
--- and the circuit); the route is then released only if it is still reserved: a releaser that got
--- there first while this call waited for the replica already settled it as lease_expired, and
--- this call is then the idempotent repeat, its replica update rolled back with its subtransaction.
+-- and the circuit), in the statement that then releases the route only if it is still reserved: a
+-- releaser that got there first while this call waited for the replica already settled it as
+-- lease_expired, and this call is then the idempotent repeat, its replica update rolled back with
+-- its subtransaction.
 --
 -- Contention is not a failure: a wait that runs out of lock_timeout (the action held by a
 -- concurrent resolve or settle of it, the replica row by routing or a lifecycle call, a counter by
@@ -40,8 +41,8 @@ SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   a aip_route_assignments;
   v_now timestamptz;
-  -- Whether the replica's update found a slot to give back.
-  v_slot boolean;
+  -- Whether the route was still reserved when this call could not release it.
+  v_reserved boolean;
   -- The route's last settlement when a releaser got there first (see the ARREL handler).
   v_last text;
   -- What a lock wait that runs out was waiting for (see the exception handler).
@@ -79,46 +80,46 @@ BEGIN
       RETURN json_build_object('action_id', a.action_id, 'released', false, 'last_settlement', a.last_settlement);
     END IF;
 
-    -- Lock order: the replica first (see admission.sql), by its own update. The circuit uses the
-    -- thresholds pinned in the route, not the policy's current ones.
+    -- One statement releases the replica's slot (with the circuit) and then the route: the
+    -- replica's update runs first (the route's is gated on it), so the replica row is locked first,
+    -- in the global lock order (see admission.sql). The route is released only if it is still
+    -- reserved on its latest version: a releaser may have settled it while this call waited for the
+    -- replica. The circuit uses the thresholds pinned in the route, not the policy's current ones.
     v_now := aip_now();
     v_waiting := 'replica';
-    UPDATE aip_connector_replicas
-    SET active_assignments = active_assignments - 1,
-        consecutive_failures = CASE
-          WHEN p_outcome = 'completed' THEN 0
-          WHEN p_outcome = 'outcome_unknown' AND a.admission_circuit_failure_threshold > 0 THEN consecutive_failures + 1
-          ELSE consecutive_failures END,
-        circuit_open_until = CASE
-          WHEN p_outcome = 'completed' THEN '-infinity'::timestamptz
-          WHEN p_outcome = 'outcome_unknown' AND a.admission_circuit_failure_threshold > 0
-               AND consecutive_failures + 1 >= a.admission_circuit_failure_threshold
-            THEN greatest(circuit_open_until, v_now + a.admission_circuit_open_ms * interval '1 millisecond')
-          ELSE circuit_open_until END
-    WHERE replica_id = a.replica_id AND active_assignments > 0;
-    v_slot := FOUND;
-    IF NOT v_slot THEN
-      -- No slot to give back: a releaser emptied the replica while this call waited for it, or
-      -- the bookkeeping is corrupted. Lock the replica all the same before the route.
-      PERFORM 1 FROM aip_connector_replicas WHERE replica_id = a.replica_id FOR NO KEY UPDATE;
-    END IF;
-    v_waiting := NULL;
+    WITH slot AS (
+      UPDATE aip_connector_replicas
+      SET active_assignments = active_assignments - 1,
+          consecutive_failures = CASE
+            WHEN p_outcome = 'completed' THEN 0
+            WHEN p_outcome = 'outcome_unknown' AND a.admission_circuit_failure_threshold > 0 THEN consecutive_failures + 1
+            ELSE consecutive_failures END,
+          circuit_open_until = CASE
+            WHEN p_outcome = 'completed' THEN '-infinity'::timestamptz
+            WHEN p_outcome = 'outcome_unknown' AND a.admission_circuit_failure_threshold > 0
+                 AND consecutive_failures + 1 >= a.admission_circuit_failure_threshold
+              THEN greatest(circuit_open_until, v_now + a.admission_circuit_open_ms * interval '1 millisecond')
+            ELSE circuit_open_until END
+      WHERE replica_id = a.replica_id AND active_assignments > 0
+      RETURNING 1)
     -- (The replica's ID too: a generic plan may reach the route through the index of reserved
     -- routes, which is then one replica's few instead of every reserved route of the fleet.)
     UPDATE aip_route_assignments
     SET reserved = false, retry = false, last_settlement = p_outcome, settled_at = v_now, updated_at = v_now
-    WHERE action_id = p_action_id AND replica_id = a.replica_id AND reserved;
+    WHERE action_id = p_action_id AND replica_id = a.replica_id AND reserved AND EXISTS (SELECT 1 FROM slot);
     IF NOT FOUND THEN
-      -- A releaser settled it first: the idempotent repeat, once the replica update is undone.
-      v_last := (SELECT x.last_settlement FROM aip_route_assignments x WHERE x.action_id = p_action_id);
-      RAISE SQLSTATE 'ARREL';
-    END IF;
-    IF NOT v_slot THEN
-      -- A reserved route always holds one of its replica's slots; anything else is corrupted
-      -- bookkeeping, refused like a counter underflow rather than hidden by clamping at zero.
+      -- Not released here. Either a releaser settled it first (the replica's update, if it was
+      -- made, is undone with this block, and this call is the idempotent repeat), or the replica
+      -- holds no slot for a route that is still reserved: corrupted bookkeeping, refused like a
+      -- counter underflow rather than hidden by clamping at zero.
+      SELECT x.reserved, x.last_settlement INTO v_reserved, v_last FROM aip_route_assignments x WHERE x.action_id = p_action_id;
+      IF NOT v_reserved THEN
+        RAISE SQLSTATE 'ARREL';
+      END IF;
       PERFORM aip_fail('fence-lost', format('replica `%s` of the pinned route holds no reservation to release', a.replica_id),
                        jsonb_build_object('action_id', p_action_id));
     END IF;
+    v_waiting := NULL;
     -- The scopes the route holds (its pinned base scopes, the retry scope while a retry holds it):
     -- only resolve (serialized by the action lock) and the releasers (excluded by the update just
     -- made) ever change them.
