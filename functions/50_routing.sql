@@ -237,24 +237,10 @@ BEGIN
           RAISE SQLSTATE 'ARPUB';
         END IF;
         v_now := aip_now();
-        -- Choose, lock and take: the best eligible replica nobody else holds (after a wait, the
-        -- one waited for, which is ours: SKIP LOCKED skips only other transactions' rows), its
-        -- slot taken in the statement that locks its row (the update is then that lock's own,
-        -- where one by the parent transaction would have to share the row with it: a multixact
-        -- on every route), with everything the route pins and the chain's admission counters.
-        UPDATE aip_connector_replicas x SET active_assignments = x.active_assignments + 1
-        FROM (SELECT c.chain, c.replica_id
-              FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
-              JOIN aip_connector_replicas rl ON rl.replica_id = c.replica_id
-              WHERE aip_replica_routable(rl, v_now) AND (v_best IS NULL OR c.replica_id = v_best)
-              ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
-              LIMIT 1
-              FOR UPDATE OF rl SKIP LOCKED) k
-        JOIN aip_connector_versions v ON v.version_id = (k.chain).version_id
-        CROSS JOIN aip_catalog_revision cr
-        LEFT JOIN aip_admission_policies ap ON ap.policy_ref = (k.chain).quota_policy_ref
-        WHERE x.replica_id = k.replica_id AND cr.singleton
-        RETURNING x AS replica, k.chain, v.manifest_digest, cr.revision, ap AS policy,
+        -- Choose and lock: the best eligible replica nobody else holds (after a wait, the one
+        -- waited for, which is ours: SKIP LOCKED skips only other transactions' rows), with
+        -- everything the route pins and the chain's admission counters for the pre-check.
+        SELECT rl AS replica, k.chain, v.manifest_digest, cr.revision, ap AS policy,
           -- The counters, read as the pre-check below reads them; the global and connector-type
           -- ones only when the chain's policy has them on.
           CASE WHEN (k.chain).quota_policy_ref IS NOT NULL AND ap.max_global_in_flight IS NOT NULL THEN
@@ -264,7 +250,18 @@ BEGIN
             (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'connector_type' AND c.scope_key = (k.chain).type_id) END AS type_active,
           (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'instance' AND c.scope_key = (k.chain).instance_id) AS instance_active,
           (SELECT c.active FROM aip_admission_counters c WHERE c.scope_kind = 'binding' AND c.scope_key = (k.chain).binding_key) AS binding_active
-        INTO v_taken;
+        INTO v_taken
+        FROM (SELECT c.chain, rl
+              FROM aip_route_candidates(p_action_id, p_tenant_id, p_capability_id, v_now, v_region, v_zone, v_class, v_cross) c
+              JOIN aip_connector_replicas rl ON rl.replica_id = c.replica_id
+              WHERE aip_replica_routable(rl, v_now) AND (v_best IS NULL OR c.replica_id = v_best)
+              ORDER BY c.priority, c.region_miss, c.zone_miss, c.active_assignments, c.spread, c.instance_id, c.replica_id
+              LIMIT 1
+              FOR UPDATE OF rl SKIP LOCKED) k(chain, rl)
+        JOIN aip_connector_versions v ON v.version_id = (k.chain).version_id
+        CROSS JOIN aip_catalog_revision cr
+        LEFT JOIN aip_admission_policies ap ON ap.policy_ref = (k.chain).quota_policy_ref
+        WHERE cr.singleton;
         IF NOT FOUND AND v_best IS NOT NULL THEN
           -- The replica waited for filled up or left the candidates meanwhile: choose again.
           v_best := NULL;
@@ -321,6 +318,11 @@ BEGIN
         IF v_full IS NOT NULL THEN
           PERFORM aip_fail_capacity(v_full);
         END IF;
+        -- The replica's slot, taken in the subtransaction that holds the row's lock: the update
+        -- is then that lock's own, where one by the parent would have to share the row with it
+        -- (a multixact, on every route). Only after the pre-check: a refused request writes
+        -- nothing (a tenant at its limit can be refused hundreds of times a second).
+        UPDATE aip_connector_replicas SET active_assignments = active_assignments + 1 WHERE replica_id = r.replica_id;
         EXIT decide;
       EXCEPTION
         WHEN SQLSTATE 'ARSKP' THEN
