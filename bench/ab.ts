@@ -19,7 +19,8 @@
  * are stated in. Its queue holds more jobs than a round can take, or `--peer-queue=N` (measured
  * while it drains from N to 1,000). `--fleet=probe` keeps one binding per instance (1,000
  * replicas: 10 tenants, 1,000 bindings; probeFleet) instead of
- * the bench layout's ten.
+ * the bench layout's ten. `--tenant-limit=off` puts every binding under a policy without a tenant
+ * limit (see withoutTenantLimit).
  *
  * Workloads: `cycle` / `resolve` on random routable pairs (`--tenants=1`: all on one tenant);
  * `hot`: cycles on one instance with two replicas; `noisy`: a tenant at its limit (128 in flight
@@ -38,7 +39,7 @@ import { readFile } from "node:fs/promises";
 import { DROP_FUNCTIONS_SQL, type MigrationSession } from "../src/db/migrate.js";
 import { RegistryError } from "../src/registry/errors.js";
 import type { Registry } from "../src/registry/registry.js";
-import pg from "pg";
+import type pg from "pg";
 import { randomRoute } from "../fixtures/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
 import { connectorType, version } from "../fixtures/records.js";
@@ -77,6 +78,8 @@ const tenants = args.get("tenants") ? Number(args.get("tenants")) : undefined;
 const fleet = args.get("fleet") ?? "bench";
 if (fleet !== "bench" && fleet !== "probe") throw new Error("--fleet is bench or probe");
 const peer = args.has("peer");
+/** `--tenant-limit=off`: every binding under a policy without a tenant limit (evidence: what the tenant counter's row costs). */
+const tenantLimitOff = args.get("tenant-limit") === "off";
 const peerQueue = args.get("peer-queue") ? Number(args.get("peer-queue")) : undefined;
 
 /** The routable (tenant, capability, preferred region) triples of the probe fleet, read once after seeding. */
@@ -244,6 +247,22 @@ async function noisyRound(db: BenchDatabase): Promise<Result> {
 }
 
 /**
+ * Every binding under one admission policy that is the default one but for the tenant limit, which
+ * it leaves off: no route then updates its tenant's counter row, the row every route of a tenant
+ * holds until its commit (`--tenant-limit=off`, evidence of what that serialization costs).
+ */
+async function withoutTenantLimit(session: MigrationSession): Promise<void> {
+  await session.exec(`BEGIN;
+    INSERT INTO aip_admission_policies (policy_ref, revision, enabled, max_global_in_flight, max_tenant_in_flight, max_connector_type_in_flight,
+      max_instance_in_flight, max_binding_in_flight, max_tenant_retry_in_flight, circuit_failure_threshold, circuit_open_ms)
+    VALUES ('quota:no-tenant-limit', 1, true, NULL, NULL, NULL, aip_default_policy_max_instance_in_flight(), aip_default_policy_max_binding_in_flight(),
+      aip_default_policy_max_tenant_retry_in_flight(), aip_default_policy_circuit_failure_threshold(), aip_default_policy_circuit_open_ms());
+    UPDATE aip_capability_bindings SET quota_policy_ref = 'quota:no-tenant-limit';
+    SELECT aip_rebuild_catalog_entries();
+    COMMIT`);
+}
+
+/**
  * The probe's fleet: the bench layout with one binding per instance (the first of its ten), so a
  * routable (tenant, capability) pair has the candidates of that one binding. Returns the pairs
  * with their tenant's home region (the layout's preference), for the workload to pick from.
@@ -284,6 +303,7 @@ async function main() {
     // Route history, so that routing is planned against a route table like a registry's (run.ts).
     await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedRouteHistory(s, 20_000))));
     if (fleet === "probe") probeRoutes = (await Promise.all(Object.values(sides).map((db) => db.withOwner(probeFleet))))[0] ?? [];
+    if (tenantLimitOff) await Promise.all(Object.values(sides).map((db) => db.withOwner(withoutTenantLimit)));
     if (workload === "hot" || workload === "noisy") {
       for (const db of Object.values(sides)) {
         const publisher = await db.registry(1);
@@ -315,7 +335,10 @@ async function main() {
       for (const name of r % 2 === 0 ? order : [...order].reverse()) {
         const m =
           name === "peer"
-            ? { waits: {}, ...(await runGraphileWorker(sides.A, { concurrency, pool, durationMs: seconds * 1000, ...(peerQueue ? { queue: peerQueue } : {}) })) }
+            ? {
+                waits: {},
+                ...(await runGraphileWorker(sides.A, { concurrency, pool, durationMs: seconds * 1000, ...(peerQueue ? { queue: peerQueue } : {}) })),
+              }
             : await round(sides[name], layout);
         results[name].push(m);
         const waits = Object.entries(m.waits)
@@ -344,7 +367,9 @@ async function main() {
       const peerMedian = median(results.peer.map((m) => m.throughput));
       const over = (name: "A" | "B") => (median(results[name].map((m) => m.throughput)) / peerMedian).toFixed(2);
       const range = (name: "A" | "B") => results[name].map((m, i) => (m.throughput / (results.peer[i]?.throughput ?? NaN)).toFixed(2)).join(", ");
-      console.log(`graphile-worker: median ${peerMedian.toFixed(1)} jobs/s; before ${over("A")}x (rounds ${range("A")}), after ${over("B")}x (rounds ${range("B")})`);
+      console.log(
+        `graphile-worker: median ${peerMedian.toFixed(1)} jobs/s; before ${over("A")}x (rounds ${range("A")}), after ${over("B")}x (rounds ${range("B")})`,
+      );
     }
     if (results.A.every((m) => m.cpuMsPerOp !== undefined)) {
       const cpu = (name: "A" | "B") => median(results[name].map((m) => m.cpuMsPerOp as number));
