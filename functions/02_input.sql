@@ -107,8 +107,7 @@ $$;
 -- A topology preference's label (resolve's p_topology member p_field): NULL when absent or null,
 -- the string when it is a label. Anything else is refused by the general readers, with their
 -- messages (aip_read_text, aip_check_label). One expression, so the planner inlines it: the
--- readers' PL/pgSQL calls cost a new route about 30 us for three labels that are almost always
--- valid.
+-- readers are PL/pgSQL calls, six of them for three labels that are almost always valid.
 CREATE FUNCTION aip_topology_label(p_topology jsonb, p_field text) RETURNS text
 LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN coalesce(jsonb_typeof(p_topology -> p_field), 'null') = 'null' THEN NULL

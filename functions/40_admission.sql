@@ -135,9 +135,9 @@ $$;
 -- refused as if it had arrived a moment earlier. Returns true (an expression for the caller to
 -- evaluate, where PERFORM would cost a statement).
 --
--- Each scope's counter is one primary-key lookup, driven by the scopes (a handful of rows). A
--- join the planner hashed against every counter row once cost 1.0 ms of a 2.4 ms routing cycle at
--- 11,000 counters (docs/scaling.md); test/db/plans.test.ts keeps it from coming back.
+-- Each scope's counter is one primary-key lookup, driven by the scopes (a handful of rows): a
+-- join the planner hashed against every counter row once took most of a routing cycle
+-- (docs/scaling.md); test/db/plans.test.ts keeps it from coming back.
 CREATE FUNCTION aip_refuse_full_scopes(a aip_route_assignments, p_type_id text, p_binding_key text) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
 DECLARE

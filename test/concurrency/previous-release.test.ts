@@ -67,7 +67,10 @@ it("old and new functions serving one fleet at once keep every invariant of both
   const sampled: string[] = [];
   const sampler = (async () => {
     while (running) {
-      for (const [label, registry] of [["current", current], ["previous", previous]] as const) {
+      for (const [label, registry] of [
+        ["current", current],
+        ["previous", previous],
+      ] as const) {
         const report = await registry.checkInvariants();
         if (!report.healthy) sampled.push(`${label}: ${JSON.stringify(report.violations)}`);
       }

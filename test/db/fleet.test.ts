@@ -232,9 +232,13 @@ describe("invariant checker", () => {
   });
 
   it("reports routes pinned to a catalog or health revision from the future", async () => {
-    const catalog = await reportWith("UPDATE aip_route_assignments SET catalog_revision = catalog_revision + 100 WHERE action_id = $1", [routes[0]!.action_id], {
-      asResolved: true,
-    });
+    const catalog = await reportWith(
+      "UPDATE aip_route_assignments SET catalog_revision = catalog_revision + 100 WHERE action_id = $1",
+      [routes[0]!.action_id],
+      {
+        asResolved: true,
+      },
+    );
     expect(catalog.violations).toEqual([
       { kind: "revision_behind_route", detail: expect.objectContaining({ route_catalog_revision: routes[0]!.catalog_revision + 100 }) },
     ]);

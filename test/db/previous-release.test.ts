@@ -37,7 +37,15 @@ beforeAll(async () => {
     tenant: "tenant-mixed",
     // Every scope kind the default policy leaves off too, and a retry budget: each counter path.
     policy: { max_global_in_flight: 100, max_connector_type_in_flight: 100, max_tenant_retry_in_flight: 10 },
-    instances: [{ name: "i", replicas: [{ name: "a", capacity: 50 }, { name: "b", capacity: 50 }] }],
+    instances: [
+      {
+        name: "i",
+        replicas: [
+          { name: "a", capacity: 50 },
+          { name: "b", capacity: 50 },
+        ],
+      },
+    ],
   });
 }, 60_000);
 
@@ -136,7 +144,12 @@ it("the previous release's offline transition and lease expiry release routes th
   expect(onA.length).toBeGreaterThan(0);
   const { health_revision } = await replicaState(db.owner, replicaId);
   await previous.replicaLifecycle(replicaId, "offline", { request_id: requestId(), previous_sequence: health_revision }, hostPrincipal(replicaId));
-  for (const a of onA) expect(await db.registry.settleRoute(a.action_id, fleet.tenant, a, "completed")).toEqual({ action_id: a.action_id, released: false, last_settlement: "lease_expired" });
+  for (const a of onA)
+    expect(await db.registry.settleRoute(a.action_id, fleet.tenant, a, "completed")).toEqual({
+      action_id: a.action_id,
+      released: false,
+      last_settlement: "lease_expired",
+    });
   await expectConsistent();
   // Host b's lease runs out; the previous release's maintenance expires it.
   const replicaB = fleet.replica.b!;

@@ -18,8 +18,8 @@ import type { SqlExecutor } from "../../src/db/executor.js";
 import { Registry } from "../../src/registry/registry.js";
 
 /** Version 0.1.0, the release before this one. */
-export const PREVIOUS_RELEASE = "37e72cb";
-export const PREVIOUS_SCHEMA = "aip_release_0_1_0";
+const PREVIOUS_RELEASE = "37e72cb";
+const PREVIOUS_SCHEMA = "aip_release_0_1_0";
 
 const REPOSITORY = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -29,7 +29,9 @@ function previousFunctionFiles(): { name: string; sql: string }[] {
     try {
       return execFileSync("git", ["-C", REPOSITORY, ...args], { encoding: "utf8", maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "pipe"] });
     } catch (error) {
-      throw new Error(`the previous release's functions are read from git (commit ${PREVIOUS_RELEASE}), which this checkout cannot give: ${(error as Error).message}`);
+      throw new Error(
+        `the previous release's functions are read from git (commit ${PREVIOUS_RELEASE}), which this checkout cannot give: ${(error as Error).message}`,
+      );
     }
   };
   return git("ls-tree", "--name-only", PREVIOUS_RELEASE, "functions/")
