@@ -3,7 +3,7 @@
  *
  *   npx tsx bench/ab.ts <candidate.sql> [--workload=cycle|resolve|hot|noisy|serial|publish-version|toggle-type]
  *     [--concurrency=16] [--pool=16] [--rounds=4] [--seconds=4] [--replicas=10000] [--tenants=N]
- *   npx tsx bench/ab.ts --functions-at=<commit> [--workload=...]
+ *   npx tsx bench/ab.ts --functions-at=<commit> [--workload=...] [--fleet=bench|probe] [--peer] [--peer-queue=N]
  *
  * With --functions-at, A runs the whole function set (functions/) as committed at <commit> and B
  * the current one: a before/after of a change to the functions themselves, candidate or not.
@@ -12,6 +12,15 @@
  * drizzle/ would ship it). The workload then alternates A, B, B, A, A, B ... so that load from
  * anything else on the machine hits both sides alike, and the median of each side is compared.
  * Only one side holds connections at a time. Hot-table HOT update ratios are reported per side.
+ *
+ * `--peer` adds graphile-worker (claim+complete of no-op jobs, bench/workloads/peers.ts) as a
+ * third side at the same concurrency over the same pool size, in A's database, alternating with
+ * A and B, and reports each side's median over the peer's: the same-run ratio the routing targets
+ * are stated in. Its queue holds more jobs than a round can take, or `--peer-queue=N` (measured
+ * while it drains from N to 1,000). `--fleet=probe` keeps one binding per instance (1,000
+ * replicas: 10 tenants, 1,000 bindings; probeFleet) instead of
+ * the bench layout's ten. `--tenant-limit=off` puts every binding under a policy without a tenant
+ * limit (see withoutTenantLimit).
  *
  * Workloads: `cycle` / `resolve` on random routable pairs (`--tenants=1`: all on one tenant);
  * `hot`: cycles on one instance with two replicas; `noisy`: a tenant at its limit (128 in flight
@@ -26,13 +35,12 @@
  * commit, measured with --functions-at against its parent. Past candidates and their figures are
  * in docs/decisions.md.
  */
-import { execFileSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
-import { FUNCTION_SET } from "../src/db/schema-version.js";
+import type { MigrationSession } from "../src/db/migrate.js";
 import { RegistryError } from "../src/registry/errors.js";
 import type { Registry } from "../src/registry/registry.js";
-import type { Layout } from "../fixtures/layout.js";
+import type pg from "pg";
+import { randomRoute } from "../fixtures/layout.js";
 import { closedLoop, type Measurement } from "./lib/load.js";
 import { connectorType, version } from "../fixtures/records.js";
 import { observe, tableWrites, writesBetween } from "./lib/observe.js";
@@ -40,7 +48,9 @@ import { seedFleet, seedRouteHistory } from "../fixtures/seed.js";
 import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDatabase } from "./lib/target.js";
 import { cycle, publishContentionFleets } from "./workloads/contention.js";
 import { backendCpuMs } from "./workloads/cost.js";
-import { resolveNew, settle, warmUp } from "./workloads/routing.js";
+import { functionSetAt } from "./lib/functions-at.js";
+import { runGraphileWorker } from "./workloads/peers.js";
+import { newActionId, resolveNew, settle, warmUp, type RouteSource } from "./workloads/routing.js";
 
 const args = new Map(
   process.argv
@@ -65,6 +75,15 @@ const seconds = Number(args.get("seconds") ?? 4);
 const replicas = Number(args.get("replicas") ?? 10_000);
 /** Restrict requests to the first N tenants (1: every transaction shares one tenant counter). */
 const tenants = args.get("tenants") ? Number(args.get("tenants")) : undefined;
+const fleet = args.get("fleet") ?? "bench";
+if (fleet !== "bench" && fleet !== "probe") throw new Error("--fleet is bench or probe");
+const peer = args.has("peer");
+/** `--tenant-limit=off`: every binding under a policy without a tenant limit (evidence: what the tenant counter's row costs). */
+const tenantLimitOff = args.get("tenant-limit") === "off";
+const peerQueue = args.get("peer-queue") ? Number(args.get("peer-queue")) : undefined;
+
+/** The routable (tenant, capability, preferred region) triples of the probe fleet, read once after seeding. */
+let probeRoutes: { tenant: string; capability: string; region: string }[] = [];
 
 /** Refusals retried after their retry_after_ms in the current round (the `hot` workload). */
 let retries = 0;
@@ -73,7 +92,7 @@ type Result = Measurement & { waits: Record<string, number>; extra?: string; cpu
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
 /** The operation of one worker for the simple workloads. */
-function operation(registry: Registry, layout: Layout): () => Promise<void> {
+function operation(registry: Registry, layout: RouteSource): () => Promise<void> {
   switch (workload) {
     case "resolve":
       return async () => {
@@ -100,7 +119,7 @@ function operation(registry: Registry, layout: Layout): () => Promise<void> {
 }
 
 /** One measured round on one side; pools are opened and closed around it. */
-async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
+async function round(db: BenchDatabase, layout: RouteSource): Promise<Result> {
   if (workload === "noisy") return noisyRound(db);
   if (workload === "serial") return serialRound(db, layout);
   if (workload === "publish-version" || workload === "toggle-type") return publicationRound(db);
@@ -119,7 +138,7 @@ async function round(db: BenchDatabase, layout: Layout): Promise<Result> {
   }
 }
 
-async function serialRound(db: BenchDatabase, layout: Layout): Promise<Result> {
+async function serialRound(db: BenchDatabase, layout: RouteSource): Promise<Result> {
   const handle = await db.registry(1);
   try {
     const op = operation(handle.registry, layout);
@@ -129,10 +148,34 @@ async function serialRound(db: BenchDatabase, layout: Layout): Promise<Result> {
     const measurement = await closedLoop({ concurrency: 1, durationMs: seconds * 1000 }, op);
     const cpu1 = await backendCpuMs(pid);
     const cpu = cpu0 !== null && cpu1 !== null ? (cpu1 - cpu0) / measurement.ops : NaN;
-    return { ...measurement, waits: {}, extra: `server CPU ${cpu.toFixed(2)} ms/op` };
+    const wal = await walPerCycle(handle.pool, layout, 40);
+    return { ...measurement, waits: {}, cpuMsPerOp: cpu, extra: `server CPU ${cpu.toFixed(2)} ms/op, WAL ${wal.toFixed(0)} B/cycle` };
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * WAL one resolve + settle of a new action writes, this backend's records only (EXPLAIN (ANALYZE,
+ * WAL) of each call: a server-wide LSN difference would count every other session's writes on a
+ * shared server), median of `cycles`. The two commit records (about 50 B each) are not included.
+ */
+async function walPerCycle(pool: pg.Pool, layout: RouteSource, cycles: number): Promise<number> {
+  const walOf = async (call: string, params: unknown[]) => {
+    const { rows } = await pool.query<{ "QUERY PLAN": [{ Plan: Record<string, number> }] }>(`EXPLAIN (ANALYZE, WAL, FORMAT JSON) SELECT ${call}`, params);
+    return rows[0]?.["QUERY PLAN"][0].Plan["WAL Bytes"] ?? 0;
+  };
+  const bytes: number[] = [];
+  for (let i = 0; i < cycles; i++) {
+    const pick = typeof layout === "function" ? layout() : randomRoute(layout);
+    const actionId = newActionId("wal");
+    const resolved = await walOf("aip_resolve_route($1, $2, $3, $4)", [actionId, pick.tenant, pick.capability, JSON.stringify({ region: pick.region })]);
+    const { rows } = await pool.query<{ r: { assignment: unknown } }>("SELECT aip_get_route($1, $2) AS r", [actionId, pick.tenant]);
+    bytes.push(resolved + (await walOf("aip_settle_route($1, $2, $3, 'completed')", [actionId, pick.tenant, JSON.stringify(rows[0]?.r.assignment)])));
+  }
+  // The median: a cycle that is the first to change a page after a checkpoint also writes that
+  // page whole (a full-page image, up to 8 kB), on both sides alike but not in every round.
+  return median(bytes);
 }
 
 /** Publications made so far on each side: every new version needs new IDs, every toggle a change. */
@@ -203,35 +246,39 @@ async function noisyRound(db: BenchDatabase): Promise<Result> {
   }
 }
 
-const FUNCTIONS_DIR = fileURLToPath(new URL("../functions/", import.meta.url));
+/**
+ * Every binding under one admission policy that is the default one but for the tenant limit, which
+ * it leaves off: no route then updates its tenant's counter row, the row every route of a tenant
+ * holds until its commit (`--tenant-limit=off`, evidence of what that serialization costs).
+ */
+async function withoutTenantLimit(session: MigrationSession): Promise<void> {
+  await session.exec(`BEGIN;
+    INSERT INTO aip_admission_policies (policy_ref, revision, enabled, max_global_in_flight, max_tenant_in_flight, max_connector_type_in_flight,
+      max_instance_in_flight, max_binding_in_flight, max_tenant_retry_in_flight, circuit_failure_threshold, circuit_open_ms)
+    VALUES ('quota:no-tenant-limit', 1, true, NULL, NULL, NULL, aip_default_policy_max_instance_in_flight(), aip_default_policy_max_binding_in_flight(),
+      aip_default_policy_max_tenant_retry_in_flight(), aip_default_policy_circuit_failure_threshold(), aip_default_policy_circuit_open_ms());
+    UPDATE aip_capability_bindings SET quota_policy_ref = 'quota:no-tenant-limit';
+    SELECT aip_rebuild_catalog_entries();
+    COMMIT`);
+}
 
 /**
- * functions/*.sql as committed at `commit`, installed in place of this build's function set (the
- * schema the bench's registries call). Sets from before function sets named `public` in their
- * search paths: they get the set's own. Grants are every function of the set to both runtime
- * roles (an older grants file names other roles): grants cost nothing per call.
+ * The probe's fleet: the bench layout with one binding per instance (the first of its ten), so a
+ * routable (tenant, capability) pair has the candidates of that one binding. Returns the pairs
+ * with their tenant's home region (the layout's preference), for the workload to pick from.
  */
-function functionSetAt(commit: string): string {
-  const git = (...a: string[]) => execFileSync("git", ["-C", FUNCTIONS_DIR, ...a], { encoding: "utf8", maxBuffer: 64 << 20 });
-  const files = git("ls-tree", "--name-only", "--full-name", commit, ".")
-    .split("\n")
-    .filter((f) => f.endsWith(".sql") && !f.endsWith("90_grants.sql"))
-    .sort();
-  const sources = files.map((f) => git("show", `${commit}:${f}`).replaceAll("SET search_path = pg_catalog, public, pg_temp", "SET search_path FROM CURRENT"));
-  return [
-    `DROP SCHEMA ${FUNCTION_SET} CASCADE; CREATE SCHEMA ${FUNCTION_SET}; SET search_path = ${FUNCTION_SET}, public, pg_temp;`,
-    ...sources,
-    `DO $$
-     DECLARE r aip_schema_roles; f regprocedure;
-     BEGIN
-       SELECT * INTO STRICT r FROM aip_schema_roles;
-       EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I, %I', current_schema(), r.data_role, r.control_role);
-       FOR f IN SELECT p.oid::regprocedure FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace LOOP
-         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I, %I', f, r.data_role, r.control_role);
-       END LOOP;
-     END $$;
-     RESET search_path;`,
-  ].join("\n");
+async function probeFleet(session: MigrationSession): Promise<{ tenant: string; capability: string; region: string }[]> {
+  await session.exec(`BEGIN;
+    DELETE FROM aip_capability_bindings b
+    WHERE (b.tenant_id, b.capability_id, b.instance_id) NOT IN (
+      SELECT DISTINCT ON (instance_id) tenant_id, capability_id, instance_id FROM aip_capability_bindings ORDER BY instance_id, capability_id);
+    SELECT aip_rebuild_catalog_entries();
+    DELETE FROM aip_admission_counters c WHERE c.scope_kind = 'binding' AND c.scope_key NOT IN (SELECT binding_key FROM aip_catalog_entries);
+    COMMIT`);
+  return session.query<{ tenant: string; capability: string; region: string }>(`
+    SELECT DISTINCT e.tenant_id AS tenant, e.capability_id AS capability,
+           (SELECT r.region FROM aip_connector_replicas r WHERE r.instance_id = e.instance_id LIMIT 1) AS region
+    FROM aip_catalog_entries e`);
 }
 
 async function main() {
@@ -255,6 +302,8 @@ async function main() {
     const seeds = await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedFleet(s, { replicas, types: Math.min(1000, replicas) }))));
     // Route history, so that routing is planned against a route table like a registry's (run.ts).
     await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => seedRouteHistory(s, 20_000))));
+    if (fleet === "probe") probeRoutes = (await Promise.all(Object.values(sides).map((db) => db.withOwner(probeFleet))))[0] ?? [];
+    if (tenantLimitOff) await Promise.all(Object.values(sides).map((db) => db.withOwner(withoutTenantLimit)));
     if (workload === "hot" || workload === "noisy") {
       for (const db of Object.values(sides)) {
         const publisher = await db.registry(1);
@@ -266,19 +315,31 @@ async function main() {
       if (sql) await sides[name].withOwner((s) => s.exec(sql));
     }
     await Promise.all(Object.values(sides).map((db) => db.withOwner((s) => s.exec("ANALYZE"))));
-    const layout = { ...seeds[0]!.layout, ...(tenants ? { tenants } : {}) };
+    const benchLayout = { ...seeds[0]!.layout, ...(tenants ? { tenants } : {}) };
+    const layout: RouteSource =
+      fleet === "probe" ? () => probeRoutes[Math.floor(Math.random() * probeRoutes.length)] as (typeof probeRoutes)[number] : benchLayout;
     const before = { A: await sides.A.withOwner((s) => tableWrites((q) => s.query(q))), B: await sides.B.withOwner((s) => tableWrites((q) => s.query(q))) };
-    const results: Record<"A" | "B", Result[]> = { A: [], B: [] };
+    const results: Record<"A" | "B" | "peer", Result[]> = { A: [], B: [], peer: [] };
     const shape =
       workload === "noisy"
         ? "quiet tenant (4 over 4) beside a noisy one (128 over 32)"
         : ["serial", "publish-version", "toggle-type"].includes(workload)
           ? "one at a time"
           : `concurrency ${concurrency} over ${pool} connections`;
-    console.log(`${label}: ${workload}, ${shape}, ${rounds} x ${seconds} s per side, alternating`);
+    console.log(
+      `${label}: ${workload}, ${shape}, ${rounds} x ${seconds} s per side, alternating; ${fleet} fleet, ${replicas} replicas` +
+        (peer ? `; graphile-worker as the peer (${peerQueue === undefined ? "queue longer than a round" : `queue ${peerQueue}`})` : ""),
+    );
+    const order: ("A" | "B" | "peer")[] = peer ? ["A", "B", "peer"] : ["A", "B"];
     for (let r = 0; r < rounds; r++) {
-      for (const name of (r % 2 === 0 ? ["A", "B"] : ["B", "A"]) as ("A" | "B")[]) {
-        const m = await round(sides[name], layout);
+      for (const name of r % 2 === 0 ? order : [...order].reverse()) {
+        const m =
+          name === "peer"
+            ? {
+                waits: {},
+                ...(await runGraphileWorker(sides.A, { concurrency, pool, durationMs: seconds * 1000, ...(peerQueue ? { queue: peerQueue } : {}) })),
+              }
+            : await round(sides[name], layout);
         results[name].push(m);
         const waits = Object.entries(m.waits)
           .slice(0, 3)
@@ -302,9 +363,20 @@ async function main() {
     }
     const ratio = median(results.B.map((m) => m.throughput)) / median(results.A.map((m) => m.throughput));
     console.log(`after/before throughput: x${ratio.toFixed(2)}`);
+    if (peer) {
+      const peerMedian = median(results.peer.map((m) => m.throughput));
+      const over = (name: "A" | "B") => (median(results[name].map((m) => m.throughput)) / peerMedian).toFixed(2);
+      const range = (name: "A" | "B") => results[name].map((m, i) => (m.throughput / (results.peer[i]?.throughput ?? NaN)).toFixed(2)).join(", ");
+      console.log(
+        `graphile-worker: median ${peerMedian.toFixed(1)} jobs/s; before ${over("A")}x (rounds ${range("A")}), after ${over("B")}x (rounds ${range("B")})`,
+      );
+    }
     if (results.A.every((m) => m.cpuMsPerOp !== undefined)) {
       const cpu = (name: "A" | "B") => median(results[name].map((m) => m.cpuMsPerOp as number));
-      console.log(`server CPU per publication: before ${cpu("A").toFixed(2)} ms, after ${cpu("B").toFixed(2)} ms (x${(cpu("B") / cpu("A")).toFixed(2)})`);
+      const cpus = (name: "A" | "B") => results[name].map((m) => (m.cpuMsPerOp as number).toFixed(2)).join(", ");
+      console.log(
+        `server CPU per ${workload === "serial" ? "cycle" : "publication"}: before ${cpu("A").toFixed(2)} ms (${cpus("A")}), after ${cpu("B").toFixed(2)} ms (${cpus("B")}) (x${(cpu("B") / cpu("A")).toFixed(2)})`,
+      );
     }
   } finally {
     for (const db of Object.values(sides)) {

@@ -18,6 +18,7 @@ import {
   bigint,
   boolean,
   check,
+  customType,
   foreignKey,
   index,
   integer,
@@ -38,6 +39,9 @@ const createdAt = () => ms("created_at").notNull().default(sql`now()`);
 const updatedAt = () => ms("updated_at").notNull().default(sql`now()`);
 /** `column IN ('a', 'b', ...)`: a check constraint on one of the registry's enumerations (src/vocabulary.ts). */
 const oneOf = (column: AnyPgColumn, values: readonly string[]) => sql`${column} IN (${sql.raw(values.map((value) => `'${value}'`).join(", "))})`;
+
+/** Raw bytes (a digest); only the functions in functions/ read and write them. */
+const bytea = customType<{ data: Buffer }>({ dataType: () => "bytea" });
 
 /** The monotonic catalog revision: one row, advanced once per publication that changed the catalog. */
 export const catalogRevision = pgTable(
@@ -454,6 +458,14 @@ export const routeAssignments = pgTable(
     lastSettlement: text("last_settlement"),
     settledAt: ms("settled_at"),
     updatedAt: updatedAt(),
+    /**
+     * SHA-256 of the route's RouteAssignment as jsonb text (aip_assignment_digest), written with the
+     * route: settlement compares a presented copy by it instead of rebuilding the record. NULL on
+     * routes written by an earlier release's functions (0.1.0, which may keep serving during an
+     * upgrade: they do not know the column), which settlement compares the old way
+     * (functions/60_settlement.sql); the record is immutable, so a digest never goes stale.
+     */
+    assignmentDigest: bytea("assignment_digest"),
   },
   (t) => [
     // No unique index on fence_token: it is `route_` + a UUIDv7 (48 bits of milliseconds, 74

@@ -6,13 +6,15 @@
 -- error itself, so no table maps SQLSTATEs to codes. Raising aborts the statement, so nothing
 -- partial can commit.
 --
--- Class AR ("AIP registry") holds four more SQLSTATEs, none of them a problem:
+-- Class AR ("AIP registry") holds five more SQLSTATEs, none of them a problem:
 --   ARLAG  aip_replica_behind_sqlstate(): a hot standby has not replayed the revision a catalog
 --          read names (aip_catalog_check_replay); the serving layer asks the primary instead.
 --   ARDRY  aip_publish: a dry run raises its report to roll its changes back, and catches it.
 --   ARSKP  aip_resolve_route: the chosen replica is gone; choose again.
 --   ARPUB  aip_resolve_route: a publication holds the catalog lock; step back and wait for it.
--- The last three are raised and caught inside one function and never leave it
+--   ARREL  aip_settle_route: a releaser settled the route first; undo the replica update, answer
+--          the idempotent repeat.
+-- The last four are raised and caught inside one function and never leave it
 -- (test/db/error-codes.test.ts).
 --
 -- None of these functions is granted to a runtime role: they run only inside the SECURITY

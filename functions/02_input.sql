@@ -103,3 +103,24 @@ BEGIN
   RETURN p_value;
 END
 $$;
+
+-- A topology preference's label (resolve's p_topology member p_field): NULL when absent or null,
+-- the string when it is a label. Anything else is refused by the general readers, with their
+-- messages (aip_read_text, aip_check_label). One expression, so the planner inlines it: the
+-- readers are PL/pgSQL calls, six of them for three labels that are almost always valid.
+CREATE FUNCTION aip_topology_label(p_topology jsonb, p_field text) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN coalesce(jsonb_typeof(p_topology -> p_field), 'null') = 'null' THEN NULL
+              WHEN jsonb_typeof(p_topology -> p_field) = 'string' AND (p_topology ->> p_field) ~ aip_label_pattern()
+                THEN p_topology ->> p_field
+              ELSE aip_check_label('topology.' || p_field, aip_read_text(p_topology, p_field, false)) END
+$$;
+
+-- allow_cross_region of a topology preference: true when absent or null, the boolean when it is
+-- one; anything else is refused by aip_read_bool. Inlined, like aip_topology_label.
+CREATE FUNCTION aip_topology_flag(p_topology jsonb, p_field text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN coalesce(jsonb_typeof(p_topology -> p_field), 'null') = 'null' THEN true
+              WHEN jsonb_typeof(p_topology -> p_field) = 'boolean' THEN (p_topology -> p_field)::boolean
+              ELSE aip_read_bool(p_topology, p_field, true) END
+$$;

@@ -51,7 +51,9 @@ END
 $$;
 
 -- Per-action serialization for resolve and settle; the same single-bigint key as the reference.
-CREATE FUNCTION aip_lock_action(p_action_id text) RETURNS void
+-- Returns true once the lock is held: an expression, so that PL/pgSQL evaluates the call as a
+-- simple expression (`v := aip_lock_action(...)`), where PERFORM would run it as a whole statement.
+CREATE FUNCTION aip_lock_action(p_action_id text) RETURNS boolean
 LANGUAGE sql VOLATILE AS $$
-  SELECT pg_advisory_xact_lock(hashtextextended(p_action_id, 0))
+  SELECT pg_advisory_xact_lock(hashtextextended(p_action_id, 0)) IS NOT NULL
 $$;

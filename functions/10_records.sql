@@ -153,16 +153,15 @@ BEGIN
 END
 $$;
 
--- The pinned RouteAssignment. Settlement compares the caller's copy with this, so it must be a
--- pure function of immutable state: the route's own columns, and the replica's identity,
--- endpoint and topology and the version's manifest digest, which never change in their rows (a
--- route stores what only its decision knows, and joins the rest).
-CREATE FUNCTION aip_assignment_json(a aip_route_assignments) RETURNS json
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-  RETURN (SELECT json_build_object(
+-- The RouteAssignment record from its parts: the route's own columns (a), what it joins from the
+-- replica's row (r: identity, endpoint, topology) and the version's (its manifest digest and
+-- connector type). One expression, so the planner inlines it: resolve builds a new route's record
+-- from the row it has just locked, without reading anything again.
+CREATE FUNCTION aip_assignment_build(a aip_route_assignments, r aip_connector_replicas, p_manifest_digest text, p_type_id text)
+RETURNS json LANGUAGE sql STABLE AS $$
+  SELECT json_build_object(
     'action_id', a.action_id, 'capability_id', a.capability_id, 'tenant_id', a.tenant_id,
-    'instance_id', a.instance_id, 'version_id', a.version_id, 'manifest_digest', v.manifest_digest,
+    'instance_id', a.instance_id, 'version_id', a.version_id, 'manifest_digest', p_manifest_digest,
     'replica_id', a.replica_id, 'endpoint', r.endpoint,
     'peer_principal_id', r.peer_principal_id, 'peer_principal_kind', r.peer_principal_kind,
     'peer_did', r.peer_did, 'trust_domain', r.trust_domain, 'transport_profile', r.transport_profile,
@@ -170,10 +169,30 @@ BEGIN
     'catalog_revision', a.catalog_revision, 'binding_policy_revision', a.binding_policy_revision,
     'credential_revision_ref', a.credential_revision_ref, 'quota_policy_ref', a.quota_policy_ref,
     'replica_health_revision', a.replica_health_revision, 'fence_token', a.fence_token,
-    'admission', aip_route_admission(a, v.type_id), 'assigned_at', aip_time(a.assigned_at))
+    'admission', aip_route_admission(a, p_type_id), 'assigned_at', aip_time(a.assigned_at))
+$$;
+
+-- The pinned RouteAssignment. Settlement compares the caller's copy with this, so it must be a
+-- pure function of immutable state: the route's own columns, and the replica's identity,
+-- endpoint and topology and the version's manifest digest, which never change in their rows (a
+-- route stores what only its decision knows, and joins the rest).
+CREATE FUNCTION aip_assignment_json(a aip_route_assignments) RETURNS json
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT aip_assignment_build(a, r, v.manifest_digest, v.type_id)
   FROM aip_connector_replicas r, aip_connector_versions v
   WHERE r.replica_id = a.replica_id AND v.version_id = a.version_id);
 END
+$$;
+
+-- The digest a route keeps of its RouteAssignment (aip_route_assignments.assignment_digest):
+-- SHA-256 of the record's jsonb text, which is the same for every JSON text of an equal jsonb
+-- value but for numbers written another way (1.0 for 1), so settlement compares a presented copy by
+-- its digest first and, only when that differs, as jsonb with the record rebuilt.
+-- STABLE like convert_to, so that it is inlined (aip_sha256).
+CREATE FUNCTION aip_assignment_digest(p_assignment jsonb) RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT sha256(convert_to(p_assignment::text, 'UTF8'))
 $$;
 
 -- The admission scopes a reserved route holds: its pinned base scopes, plus the pinned retry

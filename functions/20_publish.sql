@@ -179,6 +179,8 @@ DECLARE
   -- What a lock wait that runs out was waiting for: a content row another publication is storing,
   -- a record the changes write, the catalog lock, or a row under it.
   v_waiting text;
+  v_deadline timestamptz;
+  v_attempt integer := 0;
   v_state text;
   v_message text;
   v_detail text;
@@ -200,14 +202,34 @@ BEGIN
     -- written under it.
     v_waiting := 'content';
     v_prepared := aip_pub_store_versions(v_prepared);
-    v_waiting := 'record';
-    FOR v_target IN SELECT * FROM aip_pub_targets(v_prepared) LOOP
-      v_index := v_target.change_index;
-      PERFORM aip_pub_lock_target(v_target.kind, v_target.key);
+    -- The records, then the catalog lock. Holding the records, the catalog lock is only tried
+    -- for a moment: whoever holds it may be waiting for one of them (a publication of the
+    -- previous release, which takes the catalog lock before its rows, or a resolver of it that
+    -- locks a replica under the shared lock: builds serve side by side, docs/upgrades.md). Then
+    -- the records are let go (the subtransaction's row locks go with it), that work finishes, and
+    -- the pair is taken again; within the publication's lock_timeout in all.
+    v_deadline := clock_timestamp() + current_setting('lock_timeout')::interval;
+    LOOP
+      BEGIN
+        v_waiting := 'record';
+        FOR v_target IN SELECT * FROM aip_pub_targets(v_prepared) LOOP
+          v_index := v_target.change_index;
+          PERFORM aip_pub_lock_target(v_target.kind, v_target.key);
+        END LOOP;
+        v_index := -1;
+        v_waiting := 'catalog';
+        PERFORM set_config('lock_timeout', '200ms', true);
+        v_revision := aip_catalog_revision_exclusive();
+        EXIT;
+      EXCEPTION WHEN lock_not_available THEN
+        IF v_waiting = 'record' OR clock_timestamp() > v_deadline THEN
+          RAISE;
+        END IF;
+        -- Let that work take the records and finish before they are locked again.
+        v_attempt := v_attempt + 1;
+        PERFORM pg_sleep(least(0.025 * v_attempt, 0.2));
+      END;
     END LOOP;
-    v_index := -1;
-    v_waiting := 'catalog';
-    v_revision := aip_catalog_revision_exclusive();
     -- From here every catalog read and new route waits for us: a row someone else still holds
     -- (none should be: the records are ours) is given up at once rather than waited for.
     PERFORM set_config('lock_timeout', '50ms', true);

@@ -159,6 +159,10 @@ $$;
 --   released_without_settlement  a released route without its settlement time or outcome: route
 --                                retention and export find released routes by their settlement
 --                                (functions/82_retention.sql), so it would be kept and never exported
+--   assignment_digest_mismatch   a reserved route whose stored assignment digest is not the digest of
+--                                its record: its settlement would have to compare the record the slow
+--                                way (a route without a digest, written by an earlier release, is not
+--                                a violation)
 -- (A route retention removed while it was reserved would show as replica_active_mismatch and
 -- counter_mismatch: its slot and counters would outlive it.)
 CREATE FUNCTION aip_check_invariants() RETURNS json
@@ -216,7 +220,11 @@ SET lock_timeout = '2s' AS $$
     SELECT 'released_without_settlement', jsonb_build_object('action_id', a.action_id, 'last_settlement', a.last_settlement,
                                                              'settled_at', aip_time(a.settled_at))
     FROM aip_route_assignments a
-    WHERE NOT a.reserved AND (a.settled_at IS NULL OR a.last_settlement IS NULL))
+    WHERE NOT a.reserved AND (a.settled_at IS NULL OR a.last_settlement IS NULL)
+    UNION ALL
+    SELECT 'assignment_digest_mismatch', jsonb_build_object('action_id', a.action_id)
+    FROM aip_route_assignments a
+    WHERE a.reserved AND a.assignment_digest <> aip_assignment_digest(aip_assignment_json(a)::jsonb))
   SELECT json_build_object(
     'checked_at', aip_time(aip_now()),
     'healthy', NOT EXISTS (SELECT 1 FROM violations),

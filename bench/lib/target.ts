@@ -6,6 +6,7 @@
  */
 import pg from "pg";
 import { loginRoleSql } from "../../fixtures/login-roles.js";
+import { FUNCTION_SET } from "../../src/db/schema-version.js";
 import { migrate, type MigrationSession } from "../../src/db/migrate.js";
 import { createPgPool, pgExecutor, withPgSession } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
@@ -144,7 +145,12 @@ export async function freshDatabase(server: Server, name: string): Promise<Bench
         },
       };
     },
-    withOwner: (fn) => withPgSession(ownerUrl, fn),
+    // The owner's sessions call this build's functions unqualified (the seeds, the probe's fleet).
+    withOwner: (fn) =>
+      withPgSession(ownerUrl, async (session) => {
+        await session.exec(`SET search_path = ${FUNCTION_SET}, public`);
+        return fn(session);
+      }),
     async closePools() {
       await Promise.all([...open].map((pool) => pool.end()));
       open.clear();

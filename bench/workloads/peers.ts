@@ -16,7 +16,8 @@ import { Logger, makeWorkerUtils, run, type Runner } from "graphile-worker";
 import { EventEmitter } from "node:events";
 import { createPgPool, pgExecutor } from "../../src/db/pg.js";
 import type { Recorder } from "../lib/figures.js";
-import { observe } from "../lib/observe.js";
+import type { Measurement } from "../lib/load.js";
+import { observe, type Observation } from "../lib/observe.js";
 import { Samples } from "../lib/stats.js";
 import type { BenchDatabase } from "../lib/target.js";
 
@@ -79,10 +80,37 @@ const SHORT_QUEUE_WARM_UP_JOBS = 2_000;
 const jobsFor = (durationMs: number) => Math.max(5_000, Math.ceil((durationMs / 1000 + 2) * 6_000));
 
 export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabase, plan: PeerPlan): Promise<void> {
+  const { ops, observation, ...measurement } = await runGraphileWorker(db, plan);
+  recorder.add({
+    suite: plan.queue === undefined ? "peer" : "peer-short-queue",
+    name: plan.queue === undefined ? "graphile-worker claim+complete" : `graphile-worker claim+complete (queue ${plan.queue})`,
+    target: plan.target,
+    pool: plan.pool,
+    ops,
+    ...measurement,
+    observation,
+    ...(observation.walBytes !== undefined && ops ? { walBytesPerOp: observation.walBytes / ops } : {}),
+    ...(plan.queue === undefined && ops >= jobsFor(plan.durationMs) - plan.concurrency
+      ? { note: "ran out of jobs: a lower bound" }
+      : plan.concurrency > plan.pool
+        ? { note: `graphile-worker runs ${plan.pool} workers, one per connection` }
+        : {}),
+  });
+}
+
+/**
+ * One graphile-worker phase on `db` (its schema migrated and its queue filled first): claim+complete
+ * of no-op jobs by `concurrency` workers. Also bench/ab.ts's peer rounds (`--peer`).
+ */
+export async function runGraphileWorker(db: BenchDatabase, plan: Omit<PeerPlan, "target">): Promise<Measurement & { observation: Observation }> {
   const utils = await makeWorkerUtils({ connectionString: db.ownerUrl, schema: PEER_SCHEMA, maxPoolSize: 2, logger: quietLogger });
   try {
     await utils.migrate();
-    await utils.withPgClient((client) => client.query(`DELETE FROM ${PEER_SCHEMA}._private_jobs`));
+    // TRUNCATE, not DELETE: each phase starts from a fresh table. Deleting tens of thousands of
+    // jobs per phase left their dead rows in the table and its indexes, and bench/ab.ts --peer,
+    // which runs a phase per round, measured graphile-worker slower round after round (its
+    // ratio to the routing cycle went from 0.25 to 1.22 over six rounds).
+    await utils.withPgClient((client) => client.query(`TRUNCATE ${PEER_SCHEMA}._private_jobs`));
     const jobs = plan.queue === undefined ? jobsFor(plan.durationMs) : plan.queue + SHORT_QUEUE_WARM_UP_JOBS;
     for (let added = 0; added < jobs; added += 5_000) {
       await utils.addJobs(Array.from({ length: Math.min(5_000, jobs - added) }, () => ({ identifier: "noop", payload: {} })));
@@ -140,25 +168,7 @@ export async function measureGraphileWorker(recorder: Recorder, db: BenchDatabas
     measuring = false;
     const seconds = (performance.now() - t0) / 1000;
     const observation = await observer.stop();
-    recorder.add({
-      suite: plan.queue === undefined ? "peer" : "peer-short-queue",
-      name: plan.queue === undefined ? "graphile-worker claim+complete" : `graphile-worker claim+complete (queue ${plan.queue})`,
-      target: plan.target,
-      concurrency: plan.concurrency,
-      pool: plan.pool,
-      ops,
-      errors,
-      seconds,
-      throughput: ops / seconds,
-      latency: samples.summary(),
-      observation,
-      ...(observation.walBytes !== undefined && ops ? { walBytesPerOp: observation.walBytes / ops } : {}),
-      ...(plan.queue === undefined && ops >= jobsFor(plan.durationMs) - plan.concurrency
-        ? { note: "ran out of jobs: a lower bound" }
-        : plan.concurrency > plan.pool
-          ? { note: `graphile-worker runs ${plan.pool} workers, one per connection` }
-          : {}),
-    });
+    return { concurrency: plan.concurrency, ops, errors, seconds, throughput: ops / seconds, latency: samples.summary(), observation };
   } finally {
     await runner.stop();
   }

@@ -33,8 +33,11 @@ const run = Math.random().toString(36).slice(2, 8);
 /** Action IDs unique across the whole run (the database is fresh per run). */
 export const newActionId = (label: string) => `act_bench_${run}_${label}_${(++sequence).toString(36)}`;
 
-export async function resolveNew(registry: Registry, l: Layout, label: string): Promise<Held> {
-  const pick = randomRoute(l);
+/** Where new routes go: the bench layout's random routable pairs, or a picker of another fleet's (bench/ab.ts --fleet=probe). */
+export type RouteSource = Layout | (() => { tenant: string; capability: string; region: string });
+
+export async function resolveNew(registry: Registry, l: RouteSource, label: string): Promise<Held> {
+  const pick = typeof l === "function" ? l() : randomRoute(l);
   const actionId = newActionId(label);
   const result = await registry.resolveRoute(actionId, pick.tenant, pick.capability, { region: pick.region });
   if (result.outcome !== "created") throw new UnexpectedOutcome(`resolve returned ${result.outcome}`);
@@ -52,7 +55,7 @@ export async function settle(registry: Registry, held: Held): Promise<void> {
  * for the first five executions), which a long-lived production pool has long done. Without this,
  * a new pool's first calls would land in the measured tail.
  */
-export async function warmUp(registry: Registry, l: Layout, connections: number, rounds = 6): Promise<void> {
+export async function warmUp(registry: Registry, l: RouteSource, connections: number, rounds = 6): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     await Promise.all(
       Array.from({ length: connections }, async () => {

@@ -91,6 +91,7 @@ it("no function raises class AR but through the generated SQLSTATEs, except priv
     ARDRY: ["aip_publish"],
     ARSKP: ["aip_resolve_route"],
     ARPUB: ["aip_resolve_route"],
+    ARREL: ["aip_settle_route"],
   });
 });
 

@@ -154,12 +154,19 @@ describe("invariant checker", () => {
     await db.registry.settleRoute(routes[3]!.action_id, tenant, routes[3]!, "completed");
   });
 
-  /** Applies owner SQL, returns the report, and undoes the change inside one rolled-back transaction. */
-  async function reportWith(sql: string, params: unknown[] = []) {
+  /**
+   * Applies owner SQL, returns the report, and undoes the change inside one rolled-back
+   * transaction. `asResolved`: the changed routes are as if resolved that way, their assignment
+   * digests (of the record, which the change may touch) those of their records.
+   */
+  async function reportWith(sql: string, params: unknown[] = [], options: { asResolved?: boolean } = {}) {
     const client = await db.owner.connect();
     try {
       await client.query("BEGIN");
       await client.query(sql, params);
+      if (options.asResolved) {
+        await client.query("UPDATE aip_route_assignments a SET assignment_digest = aip_assignment_digest(aip_assignment_json(a)::jsonb) WHERE reserved");
+      }
       const { rows } = await client.query("SELECT aip_check_invariants() AS report");
       return rows[0].report as { healthy: boolean; violations: { kind: string; detail: Record<string, unknown> }[] };
     } finally {
@@ -174,6 +181,7 @@ describe("invariant checker", () => {
        FROM unnest($1::text[], $2::int[]) AS l(action_id, lim)
        WHERE a.action_id = l.action_id`,
       [routes.slice(0, limits.length).map((r) => r.action_id), limits],
+      { asResolved: true },
     );
 
   it("reports a healthy registry as healthy", async () => {
@@ -224,13 +232,21 @@ describe("invariant checker", () => {
   });
 
   it("reports routes pinned to a catalog or health revision from the future", async () => {
-    const catalog = await reportWith("UPDATE aip_route_assignments SET catalog_revision = catalog_revision + 100 WHERE action_id = $1", [routes[0]!.action_id]);
+    const catalog = await reportWith(
+      "UPDATE aip_route_assignments SET catalog_revision = catalog_revision + 100 WHERE action_id = $1",
+      [routes[0]!.action_id],
+      {
+        asResolved: true,
+      },
+    );
     expect(catalog.violations).toEqual([
       { kind: "revision_behind_route", detail: expect.objectContaining({ route_catalog_revision: routes[0]!.catalog_revision + 100 }) },
     ]);
-    const health = await reportWith("UPDATE aip_route_assignments SET replica_health_revision = replica_health_revision + 5 WHERE action_id = $1", [
-      routes[0]!.action_id,
-    ]);
+    const health = await reportWith(
+      "UPDATE aip_route_assignments SET replica_health_revision = replica_health_revision + 5 WHERE action_id = $1",
+      [routes[0]!.action_id],
+      { asResolved: true },
+    );
     expect(health.violations).toEqual([
       {
         kind: "health_behind_route",
@@ -251,6 +267,18 @@ describe("invariant checker", () => {
     ]);
     const outcome = await reportWith("UPDATE aip_route_assignments SET last_settlement = NULL WHERE action_id = $1", [released]);
     expect(outcome.violations.map((v) => v.kind)).toEqual(["released_without_settlement"]);
+  });
+
+  it("reports a reserved route whose assignment digest is not its record's; a route without one (an earlier release's) is healthy", async () => {
+    const [route] = routes;
+    const stale = await reportWith("UPDATE aip_route_assignments SET assignment_digest = sha256('x') WHERE action_id = $1", [route!.action_id]);
+    expect(stale.violations).toEqual([{ kind: "assignment_digest_mismatch", detail: { action_id: route!.action_id } }]);
+    // A record changed under its digest (here the fence token) is the same violation.
+    const changed = await reportWith("UPDATE aip_route_assignments SET fence_token = fence_token || 'x' WHERE action_id = $1", [route!.action_id]);
+    expect(changed.violations).toEqual([{ kind: "assignment_digest_mismatch", detail: { action_id: route!.action_id } }]);
+    expect(await reportWith("UPDATE aip_route_assignments SET assignment_digest = NULL WHERE action_id = $1", [route!.action_id])).toMatchObject({
+      healthy: true,
+    });
   });
 
   it("is healthy again once nothing is corrupted (every change above was rolled back)", async () => {

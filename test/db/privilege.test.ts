@@ -94,7 +94,7 @@ describe.each(Object.keys(ROLES) as Plane[])("the %s role", (plane) => {
     const refused = functions.filter((f) => !granted.has(f.signature));
     expect(refused.length).toBeGreaterThan(30);
     expect(refused.map((f) => f.name)).toEqual(
-      expect.arrayContaining(["aip_fail", "aip_reserve_scopes", "aip_canonical_json", "aip_catalog_revision_exclusive"]),
+      expect.arrayContaining(["aip_fail", "aip_step_counter", "aip_canonical_json", "aip_catalog_revision_exclusive"]),
     );
     const before = await registryState(db.owner);
     for (const f of refused) {

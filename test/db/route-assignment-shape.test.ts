@@ -1,6 +1,7 @@
 /**
  * RouteAssignment is described four times: the route table (drizzle/schema.ts, migrated into the
- * database), the INSERT of aip_resolve_route, the record built by aip_assignment_json, and the
+ * database), the new route aip_resolve_route inserts (aip_new_route), the record built by
+ * aip_assignment_build (aip_assignment_json, resolve), and the
  * zod schema the API documents and validates with (src/schemas.ts). A change to one that the
  * others do not follow fails here, not in production as a missing member or a silently NULL
  * column.
@@ -44,10 +45,10 @@ const JOINED = [
   "transport_profile",
   "trust_domain",
 ];
-/** Route bookkeeping: columns that are not part of the record. */
-const BOOKKEEPING = ["last_settlement", "reserved", "retry", "settled_at", "updated_at"];
-/** Columns a new route leaves to their defaults (not reserved for a retry, never settled). */
-const INSERT_DEFAULTS = ["last_settlement", "retry", "settled_at"];
+/** Route bookkeeping: columns that are not part of the record (the record's digest among them). */
+const BOOKKEEPING = ["assignment_digest", "last_settlement", "reserved", "retry", "settled_at", "updated_at"];
+/** Columns a new route leaves NULL (never settled). */
+const NEW_ROUTE_NULLS = ["last_settlement", "settled_at"];
 
 async function tableColumns(): Promise<{ name: string; notNull: boolean }[]> {
   const { rows } = await db.owner.query<{ name: string; nullable: string }>(
@@ -80,18 +81,16 @@ it("the route's columns are the record's stored members, its pinned admission an
   expect(sorted(columns)).toEqual(sorted([...stored, ...admission, ...BOOKKEEPING]));
 });
 
-it("aip_resolve_route's INSERT names every column but those a new route leaves to their defaults", async () => {
-  const { rows } = await db.owner.query<{ src: string }>("SELECT prosrc AS src FROM pg_proc WHERE proname = 'aip_resolve_route'");
-  const list = /INSERT INTO aip_route_assignments \(([^)]*)\)/.exec(rows[0]!.src)?.[1];
-  expect(list).toBeDefined();
-  const inserted = list!.split(",").map((c) => c.trim());
-  expect(new Set(inserted).size).toBe(inserted.length);
-  const columns = await tableColumns();
-  expect(sorted(inserted)).toEqual(sorted(columns.map((c) => c.name).filter((c) => !INSERT_DEFAULTS.includes(c))));
-  // What it leaves out must have a default that is right for a new route.
-  const { rows: defaults } = await db.owner.query<{ name: string; def: string | null }>(
-    "SELECT column_name AS name, column_default AS def FROM information_schema.columns WHERE table_name = 'aip_route_assignments' AND column_name = ANY ($1)",
-    [INSERT_DEFAULTS],
+it("a new route sets every column but those a route leaves NULL until it is settled, and keeps its record's digest", async () => {
+  const { rows } = await db.owner.query<{ src: string }>("SELECT prosrc AS src FROM pg_proc WHERE proname = 'aip_new_route'");
+  const assigned = [...rows[0]!.src.matchAll(/^\s*a\.([a-z_]+) :=/gm)].map((m) => m[1]!);
+  expect(new Set(assigned).size).toBe(assigned.length);
+  const columns = (await tableColumns()).map((c) => c.name);
+  // The digest is the resolver's to add, once it has built the record from the route.
+  expect(sorted([...assigned, "assignment_digest"])).toEqual(sorted(columns.filter((c) => !NEW_ROUTE_NULLS.includes(c))));
+  const { rows: route } = await db.owner.query<Record<string, unknown>>(
+    `SELECT a.*, a.assignment_digest = aip_assignment_digest(aip_assignment_json(a)::jsonb) AS digest_matches
+     FROM aip_route_assignments a WHERE action_id = 'act_shape_1'`,
   );
-  expect(Object.fromEntries(defaults.map((d) => [d.name, d.def]))).toEqual({ last_settlement: null, retry: "false", settled_at: null });
+  expect(route[0]).toMatchObject({ last_settlement: null, settled_at: null, retry: false, reserved: true, digest_matches: true });
 });

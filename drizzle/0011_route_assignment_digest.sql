@@ -1,0 +1,1 @@
+ALTER TABLE "aip_route_assignments" ADD COLUMN "assignment_digest" "bytea";
