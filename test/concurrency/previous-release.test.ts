@@ -18,6 +18,11 @@ import { binding } from "../../fixtures/records.js";
 import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { installPreviousRelease, previousRegistry } from "../support/previous-release.js";
+import { previousReleaseUnavailable } from "../support/releases.js";
+
+// The previous release's functions come from git history; a checkout without it skips, saying so.
+const unavailable = previousReleaseUnavailable();
+if (unavailable) console.warn(`previous-release tests skipped: ${unavailable}`);
 import { counters, publishRoutingFleet, replicaState, replicaTransition } from "../support/routing-fleet.js";
 
 const WORKERS = 24;
@@ -30,6 +35,7 @@ let previous: Registry;
 let owner: pg.Pool;
 
 beforeAll(async () => {
+  if (unavailable) return;
   ({ registry: current } = db.registryWithPool(WORKERS));
   owner = createPgPool(db.ownerUrl, { max: WORKERS + 4, connectionTimeoutMs: 60_000 });
   await installPreviousRelease(owner);
@@ -39,7 +45,7 @@ afterAll(async () => {
   await owner?.end();
 });
 
-it("old and new functions serving one fleet at once keep every invariant of both", async () => {
+it.runIf(!unavailable)("old and new functions serving one fleet at once keep every invariant of both", async () => {
   const names = ["a", "b", "c", "d", "e", "f"];
   const fleet = await publishRoutingFleet(current, {
     prefix: "upgrade",

@@ -23,6 +23,11 @@ import { refusal } from "../support/assertions.js";
 import { useTestDatabase } from "../support/database.js";
 import { expectHealthy } from "../support/invariants.js";
 import { installPreviousRelease, previousRegistry } from "../support/previous-release.js";
+import { previousReleaseUnavailable } from "../support/releases.js";
+
+// The previous release's functions come from git history; a checkout without it skips, saying so.
+const unavailable = previousReleaseUnavailable();
+if (unavailable) console.warn(`previous-release tests skipped: ${unavailable}`);
 import { counters, publishRoutingFleet, replicaState, type RoutingFleet } from "../support/routing-fleet.js";
 
 const db = useTestDatabase();
@@ -30,6 +35,7 @@ let previous: Registry;
 let fleet: RoutingFleet;
 
 beforeAll(async () => {
+  if (unavailable) return;
   await installPreviousRelease(db.owner);
   previous = previousRegistry(db.owner);
   fleet = await publishRoutingFleet(db.registry, {
@@ -69,7 +75,7 @@ async function fleetCountersAtZero(): Promise<void> {
 const digestOf = async (actionId: string) =>
   (await db.owner.query<{ d: Buffer | null }>("SELECT assignment_digest AS d FROM aip_route_assignments WHERE action_id = $1", [actionId])).rows[0]?.d ?? null;
 
-it("a route the previous release resolved is settled by this one, compared without a digest", async () => {
+it.runIf(!unavailable)("a route the previous release resolved is settled by this one, compared without a digest", async () => {
   const { assignment } = await previous.resolveRoute("act_mixed_old_1", fleet.tenant, fleet.capability);
   expect(await digestOf("act_mixed_old_1")).toBeNull();
   expect(await db.registry.settleRoute(assignment.action_id, fleet.tenant, assignment, "completed")).toMatchObject({ released: true });
@@ -80,7 +86,7 @@ it("a route the previous release resolved is settled by this one, compared witho
   await expectConsistent();
 });
 
-it("a route this release resolved is settled by the previous one", async () => {
+it.runIf(!unavailable)("a route this release resolved is settled by the previous one", async () => {
   const { assignment } = await db.registry.resolveRoute("act_mixed_new_1", fleet.tenant, fleet.capability);
   expect(await digestOf("act_mixed_new_1")).not.toBeNull();
   expect(await previous.getRoute(assignment.action_id, fleet.tenant)).toMatchObject({ assignment, reserved: true });
@@ -90,7 +96,7 @@ it("a route this release resolved is settled by the previous one", async () => {
   await expectConsistent();
 });
 
-it("retries alternate between the releases on one pinned route, its retry budget held and released each time", async () => {
+it.runIf(!unavailable)("retries alternate between the releases on one pinned route, its retry budget held and released each time", async () => {
   const first = await db.registry.resolveRoute("act_mixed_retry", fleet.tenant, fleet.capability);
   const pinned = first.assignment;
   const attempts: [Registry, Registry][] = [
@@ -116,7 +122,7 @@ it("retries alternate between the releases on one pinned route, its retry budget
   await expectConsistent();
 });
 
-it("the fence refuses a changed assignment under both releases, and this one accepts a copy that differs only in form", async () => {
+it.runIf(!unavailable)("the fence refuses a changed assignment under both releases, and this one accepts a copy that differs only in form", async () => {
   const { assignment } = await db.registry.resolveRoute("act_mixed_fence", fleet.tenant, fleet.capability);
   const forged: RouteAssignment = { ...assignment, fence_token: `${assignment.fence_token.slice(0, -1)}0` };
   if (forged.fence_token === assignment.fence_token) forged.fence_token = `${assignment.fence_token.slice(0, -1)}1`;
@@ -135,7 +141,7 @@ it("the fence refuses a changed assignment under both releases, and this one acc
   await expectConsistent();
 });
 
-it("the previous release's offline transition and lease expiry release routes this release created", async () => {
+it.runIf(!unavailable)("the previous release's offline transition and lease expiry release routes this release created", async () => {
   const replicaId = fleet.replica.a!;
   // Both replicas take routes (the resolver spreads them); then host a goes offline, old-style.
   const routes = [];
@@ -165,7 +171,7 @@ it("the previous release's offline transition and lease expiry release routes th
   await expectConsistent();
 });
 
-it("this release routes through what the previous release published, and both route it alike", async () => {
+it.runIf(!unavailable)("this release routes through what the previous release published, and both route it alike", async () => {
   const typeId = "ctype_mixed_pub";
   const versionId = "cver_mixed_pub_1";
   const capability = "cap:mixed.pub";

@@ -15,10 +15,11 @@ import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { pgExecutor } from "../../src/db/pg.js";
 import { Registry } from "../../src/registry/registry.js";
+import { previous } from "./releases.js";
 
-/** Version 0.1.0, the release before this one. */
-const PREVIOUS_RELEASE = "37e72cb";
-const PREVIOUS_SCHEMA = "aip_release_0_1_0";
+/** The release before this one (releases.json), and the schema its functions go to here. */
+const PREVIOUS_RELEASE = previous().commit;
+const PREVIOUS_SCHEMA = `aip_release_${previous().version.replace(/\W/g, "_")}`;
 
 const REPOSITORY = fileURLToPath(new URL("../..", import.meta.url));
 

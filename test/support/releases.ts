@@ -67,12 +67,23 @@ function materialize(target: string, fill: (dir: string) => void): Build {
 }
 
 /** The newest release in releases.json other than this checkout's version. */
-function previous(): Release {
+export function previous(): Release {
   const { releases } = JSON.parse(readFileSync(join(packageRoot, "releases.json"), "utf8")) as { releases: Release[] };
   const { version } = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")) as { version: string };
   const release = releases.filter((r) => r.version !== version).at(-1);
   if (!release) throw new Error("releases.json names no release before this one");
   return release;
+}
+
+/** Why the previous release cannot be read from git history (an archive, a shallow clone), or undefined. */
+export function previousReleaseUnavailable(): string | undefined {
+  const release = previous();
+  try {
+    git("cat-file", "-e", `${release.commit}^{commit}`);
+    return undefined;
+  } catch {
+    return `release ${release.version} (commit ${release.commit}) is not in this checkout's git history (an archive or a shallow clone)`;
+  }
 }
 
 /**
@@ -81,11 +92,8 @@ function previous(): Release {
  */
 export function previousRelease(): Build | { unavailable: string } {
   const release = previous();
-  try {
-    git("cat-file", "-e", `${release.commit}^{commit}`);
-  } catch {
-    return { unavailable: `release ${release.version} (commit ${release.commit}) is not in this checkout's git history (an archive or a shallow clone)` };
-  }
+  const unavailable = previousReleaseUnavailable();
+  if (unavailable) return { unavailable };
   // Per checkout (its node_modules are linked in) and per user (another user's copy may link a private one).
   const checkout = createHash("sha256").update(`${packageRoot}\n${userInfo().uid}`).digest("hex").slice(0, 8);
   return materialize(join(tmpdir(), `aip-release-${release.version}-${release.commit.slice(0, 12)}-${checkout}`), (dir) => {
