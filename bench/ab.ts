@@ -49,6 +49,7 @@ import { dropDatabase, externalServer, freshDatabase, MACHINE_URL, type BenchDat
 import { cycle, publishContentionFleets } from "./workloads/contention.js";
 import { backendCpuMs } from "./workloads/cost.js";
 import { functionSetAt } from "./lib/functions-at.js";
+import { FUNCTION_SET } from "../src/db/schema-version.js";
 import { runGraphileWorker } from "./workloads/peers.js";
 import { newActionId, resolveNew, settle, warmUp, type RouteSource } from "./workloads/routing.js";
 
@@ -169,9 +170,16 @@ async function walPerCycle(pool: pg.Pool, layout: RouteSource, cycles: number): 
   for (let i = 0; i < cycles; i++) {
     const pick = typeof layout === "function" ? layout() : randomRoute(layout);
     const actionId = newActionId("wal");
-    const resolved = await walOf("aip_resolve_route($1, $2, $3, $4)", [actionId, pick.tenant, pick.capability, JSON.stringify({ region: pick.region })]);
-    const { rows } = await pool.query<{ r: { assignment: unknown } }>("SELECT aip_get_route($1, $2) AS r", [actionId, pick.tenant]);
-    bytes.push(resolved + (await walOf("aip_settle_route($1, $2, $3, 'completed')", [actionId, pick.tenant, JSON.stringify(rows[0]?.r.assignment)])));
+    const resolved = await walOf(`${FUNCTION_SET}.aip_resolve_route($1, $2, $3, $4)`, [
+      actionId,
+      pick.tenant,
+      pick.capability,
+      JSON.stringify({ region: pick.region }),
+    ]);
+    const { rows } = await pool.query<{ r: { assignment: unknown } }>(`SELECT ${FUNCTION_SET}.aip_get_route($1, $2) AS r`, [actionId, pick.tenant]);
+    bytes.push(
+      resolved + (await walOf(`${FUNCTION_SET}.aip_settle_route($1, $2, $3, 'completed')`, [actionId, pick.tenant, JSON.stringify(rows[0]?.r.assignment)])),
+    );
   }
   // The median: a cycle that is the first to change a page after a checkpoint also writes that
   // page whole (a full-page image, up to 8 kB), on both sides alike but not in every round.
