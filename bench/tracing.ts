@@ -129,8 +129,28 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 
 async function main() {
   const server = await externalServer(process.env.BENCH_DATABASE_URL ?? MACHINE_URL, "machine");
-  const db = await freshDatabase(server, process.env.BENCH_DATABASE_NAME ?? "aip_bench_tracing");
   const baseDir = checkoutAt(base);
+  // The base build migrates first and this one after it, as in an upgrade: both serve the database.
+  const db = await freshDatabase(server, process.env.BENCH_DATABASE_NAME ?? "aip_bench_tracing", {
+    migrateFirst: (ownerUrl) =>
+      execFileSync(
+        process.execPath,
+        [
+          "--import",
+          "tsx",
+          "-e",
+          'import(require("node:url").pathToFileURL(process.argv[1]).href)',
+          join(baseDir, "src/entry/cli.ts"),
+          "migrate",
+          "--database-url",
+          ownerUrl,
+        ],
+        {
+          cwd: baseDir,
+          stdio: ["ignore", "ignore", "inherit"],
+        },
+      ),
+  });
   const receiver = await discardingReceiver();
   const servers: Partial<Record<Variant, { url: string; child: ChildProcess }>> = {};
   try {

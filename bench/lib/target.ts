@@ -104,15 +104,24 @@ export async function connectionBudget(server: Server, reserve = 8): Promise<num
   return server.maxConnections - Number(row?.reserved ?? 3) - Number(row?.used ?? 0) - reserve;
 }
 
-/** Drops and recreates `name`, migrates it, and opens it as the runtime roles. */
-export async function freshDatabase(server: Server, name: string): Promise<BenchDatabase> {
+/**
+ * Drops and recreates `name`, migrates it, and opens it as the runtime roles. `migrateFirst` runs
+ * an older build's migrate on the empty database first (given the owner's URL), as an upgrade
+ * would: that build's servers can then serve it beside this one's (bench/tracing.ts's base).
+ */
+export async function freshDatabase(server: Server, name: string, options: { migrateFirst?: (ownerUrl: string) => void } = {}): Promise<BenchDatabase> {
   await adminQuery(server.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   await adminQuery(server.adminUrl, `CREATE DATABASE ${name}`);
   const ownerUrl = urlFor(server.adminUrl, name);
+  options.migrateFirst?.(ownerUrl);
   const { roles } = await withPgSession(ownerUrl, (session) => migrate(session));
   let ownerFallback = false;
   try {
-    for (const [login, plane] of Object.entries(LOGIN_ROLES)) await adminQuery(server.adminUrl, loginRoleSql(login, ROLE_PASSWORD, plane, roles));
+    for (const [login, plane] of Object.entries(LOGIN_ROLES)) {
+      await adminQuery(server.adminUrl, loginRoleSql(login, ROLE_PASSWORD, plane, roles));
+      // 0.1.0's set is granted to its cluster-wide roles (docs/upgrades.md, "from 0.1.0").
+      if (options.migrateFirst) await adminQuery(server.adminUrl, `GRANT aip_registry_${plane} TO ${login}`);
+    }
   } catch {
     // A managed server may not let us create roles: the functions run as the owner either way.
     ownerFallback = true;
